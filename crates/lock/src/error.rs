@@ -1,0 +1,31 @@
+use std::time::Duration;
+
+/// Everything a lock operation can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Redis answered with an error or could not be reached. Nothing was
+    /// retried: a write that may have been applied is reported, not repeated.
+    #[error("redis: {0}")]
+    Redis(#[from] redis::RedisError),
+
+    /// `acquire` waited its whole timeout without getting the lock.
+    #[error("timed out after {waited:?} waiting for lock `{name}`")]
+    Timeout { name: String, waited: Duration },
+
+    /// The guard no longer holds the lock: its lease ran out, or the key was
+    /// deleted or taken by someone else.
+    #[error("lock `{0}` is not held by this guard")]
+    NotHeld(String),
+
+    /// Redlock: too few masters answered to decide (a lock that is merely
+    /// busy is `Ok(None)` / `Timeout`, not this).
+    #[error("redlock quorum unavailable: {reachable} of {needed} masters needed answered")]
+    NoQuorum { reachable: usize, needed: usize },
+
+    /// A lock name, prefix or option that cannot be used.
+    #[error("invalid {what}: {reason}")]
+    Invalid { what: &'static str, reason: String },
+}
+
+/// Result alias for this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,56 @@
+use std::fmt::Write;
+
+use crate::error::{Error, Result};
+
+/// Longest lock name accepted, in bytes.
+pub const MAX_NAME_LEN: usize = 512;
+
+/// The Redis keys behind one lock name. The name sits in a `{hash tag}` so
+/// all four keys map to one cluster slot and a script may touch them together.
+#[derive(Debug)]
+pub(crate) struct Keys {
+    pub name: String,
+    /// lock, fence, queue, waiters: the order every script expects.
+    pub all: [String; 4],
+}
+
+impl Keys {
+    pub fn new(prefix: &str, name: &str) -> Result<Self> {
+        check("lock name", name, MAX_NAME_LEN)?;
+        let lock = format!("{prefix}:{{{name}}}");
+        Ok(Self {
+            name: name.to_owned(),
+            all: [
+                lock.clone(),
+                format!("{lock}:fence"),
+                format!("{lock}:queue"),
+                format!("{lock}:waiters"),
+            ],
+        })
+    }
+}
+
+/// Checks a name or prefix that becomes part of a key or channel: braces would
+/// change the hash tag, `|` and `:` separate fields inside the scripts' values.
+pub(crate) fn check(what: &'static str, value: &str, max: usize) -> Result<()> {
+    let reason = if value.is_empty() {
+        "must not be empty".to_owned()
+    } else if value.len() > max {
+        format!("longer than {max} bytes")
+    } else if let Some(c) = value
+        .chars()
+        .find(|c| matches!(c, '{' | '}' | '|') || c.is_control() || c.is_whitespace())
+    {
+        format!("contains {c:?}")
+    } else {
+        return Ok(());
+    };
+    Err(Error::Invalid { what, reason })
+}
+
+/// A fresh 128-bit random token, as 32 hex digits.
+pub(crate) fn token() -> String {
+    let mut s = String::with_capacity(32);
+    let _ = write!(s, "{:032x}", rand::random::<u128>());
+    s
+}

@@ -1,0 +1,267 @@
+//! The entry points: [`Locks`] (a connection to one server or to a Redlock
+//! set of masters) and [`Lock`] (one named lock with its settings).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+use crate::guard::Guard;
+use crate::keys::{self, Keys};
+use crate::redlock::Quorum;
+use crate::single::Single;
+
+/// Key prefix used unless [`LocksBuilder::prefix`] says otherwise.
+pub const DEFAULT_PREFIX: &str = "seckill:lock";
+/// Lease given to a lock unless [`Lock::lease`] says otherwise.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(10);
+/// Shortest lease accepted: below this, clock drift and round trips eat it.
+pub const MIN_LEASE: Duration = Duration::from_millis(10);
+
+/// A handle to the lock service: cheap to clone, share it across tasks.
+///
+/// ```no_run
+/// # async fn run() -> Result<(), seckill_lock::Error> {
+/// use std::time::Duration;
+/// let locks = seckill_lock::Locks::connect("redis://127.0.0.1:6379/").await?;
+/// let lock = locks.lock("order:42")?.lease(Duration::from_secs(5));
+/// let guard = lock.acquire(Duration::from_secs(2)).await?;
+/// println!("fence {}", guard.fence());
+/// guard.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Locks {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    prefix: String,
+    backend: Backend,
+}
+
+pub(crate) enum Backend {
+    Single(Single),
+    Quorum(Quorum),
+}
+
+impl Locks {
+    /// Connects to one Redis server with the default prefix.
+    pub async fn connect(url: &str) -> Result<Self> {
+        Self::builder().connect(url).await
+    }
+
+    /// Settings other than the defaults.
+    pub fn builder() -> LocksBuilder {
+        LocksBuilder {
+            prefix: DEFAULT_PREFIX.to_owned(),
+            node_timeout: Duration::from_millis(50),
+        }
+    }
+
+    /// A named lock, leased for [`DEFAULT_LEASE`] without a watchdog.
+    /// Names are 1–512 bytes without braces, `|`, spaces or control characters.
+    pub fn lock(&self, name: &str) -> Result<Lock> {
+        Ok(Lock {
+            locks: self.clone(),
+            keys: Arc::new(Keys::new(&self.shared.prefix, name)?),
+            lease: DEFAULT_LEASE,
+            watchdog: false,
+        })
+    }
+
+    pub(crate) fn backend(&self) -> &Backend {
+        &self.shared.backend
+    }
+}
+
+/// Builds a [`Locks`]: `Locks::builder().prefix("shop:lock").connect(url)`.
+#[derive(Clone, Debug)]
+pub struct LocksBuilder {
+    prefix: String,
+    node_timeout: Duration,
+}
+
+impl LocksBuilder {
+    /// Prefix of every key (default [`DEFAULT_PREFIX`]).
+    pub fn prefix(mut self, prefix: &str) -> Self {
+        prefix.clone_into(&mut self.prefix);
+        self
+    }
+
+    /// Redlock: how long one master may take to answer (default 50 ms).
+    pub fn node_timeout(mut self, timeout: Duration) -> Self {
+        self.node_timeout = timeout;
+        self
+    }
+
+    /// Connects to one Redis server (or one cluster shard: a lock's keys
+    /// share a hash tag).
+    pub async fn connect(self, url: &str) -> Result<Locks> {
+        keys::check("prefix", &self.prefix, 256)?;
+        let client = client(url)?;
+        let channel = format!("{}:notify:{}", self.prefix, keys::token());
+        let backend = Backend::Single(Single::connect(client, channel).await?);
+        Ok(self.build(backend))
+    }
+
+    /// Redlock over independent masters (an odd number, normally 3 or 5).
+    /// Masters that are down now are retried on every call.
+    pub async fn redlock<S: AsRef<str>>(self, urls: &[S]) -> Result<Locks> {
+        keys::check("prefix", &self.prefix, 256)?;
+        if urls.is_empty() {
+            return Err(Error::Invalid {
+                what: "redlock masters",
+                reason: "at least one URL is needed".to_owned(),
+            });
+        }
+        let clients = urls
+            .iter()
+            .map(|u| client(u.as_ref()))
+            .collect::<Result<Vec<_>>>()?;
+        let quorum = Quorum::new(clients, self.node_timeout);
+        Ok(self.build(Backend::Quorum(quorum)))
+    }
+
+    fn build(self, backend: Backend) -> Locks {
+        Locks {
+            shared: Arc::new(Shared {
+                prefix: self.prefix,
+                backend,
+            }),
+        }
+    }
+}
+
+/// A `redis::Client` for `url` with `TCP_NODELAY` on: redis-rs leaves Nagle's
+/// algorithm enabled, which adds up to 40 ms to small writes after a read.
+pub fn client(url: &str) -> Result<redis::Client> {
+    use redis::IntoConnectionInfo;
+    let info = url
+        .into_connection_info()?
+        .set_tcp_settings(redis::io::tcp::TcpSettings::default().set_nodelay(true));
+    Ok(redis::Client::open(info)?)
+}
+
+/// One named lock and how to take it. Clone it freely.
+#[derive(Clone)]
+pub struct Lock {
+    pub(crate) locks: Locks,
+    pub(crate) keys: Arc<Keys>,
+    pub(crate) lease: Duration,
+    pub(crate) watchdog: bool,
+}
+
+impl Lock {
+    /// How long the lock stays held if its holder disappears.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// Renew the lease every third of it while the guard lives, and report
+    /// through [`Guard::lost`] when renewal fails.
+    pub fn watchdog(mut self, on: bool) -> Self {
+        self.watchdog = on;
+        self
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        &self.keys.name
+    }
+
+    /// Takes the lock if it is free now; `Ok(None)` when someone holds it.
+    pub async fn try_acquire(&self) -> Result<Option<Guard>> {
+        self.check_lease()?;
+        let token = keys::token();
+        let pending = Pending::new(self, &token);
+        let started = Instant::now();
+        let fence = match self.locks.backend() {
+            Backend::Single(s) => s.try_grant(&self.keys, &token, self.lease).await,
+            Backend::Quorum(q) => q.try_grant(&self.keys, &token, self.lease).await,
+        };
+        pending.settle(&fence);
+        Ok(fence?.map(|fence| Guard::new(self.clone(), token, fence, started)))
+    }
+
+    /// Waits up to `timeout` for the lock. On one server, waiters are served
+    /// in arrival order and woken by the release itself.
+    pub async fn acquire(&self, timeout: Duration) -> Result<Guard> {
+        self.check_lease()?;
+        let token = keys::token();
+        let pending = Pending::new(self, &token);
+        let fence = match self.locks.backend() {
+            Backend::Single(s) => s.wait_grant(&self.keys, &token, self.lease, timeout).await,
+            Backend::Quorum(q) => q.wait_grant(&self.keys, &token, self.lease, timeout).await,
+        };
+        pending.settle(&fence);
+        // The grant happened at most one round trip ago.
+        Ok(Guard::new(self.clone(), token, fence?, Instant::now()))
+    }
+
+    fn check_lease(&self) -> Result<()> {
+        if self.lease < MIN_LEASE {
+            return Err(Error::Invalid {
+                what: "lease",
+                reason: format!("{:?} is shorter than {MIN_LEASE:?}", self.lease),
+            });
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn release(&self, token: &str) -> Result<bool> {
+        match self.locks.backend() {
+            Backend::Single(s) => s.release(&self.keys, token).await,
+            Backend::Quorum(q) => q.release(&self.keys, token).await,
+        }
+    }
+
+    pub(crate) async fn extend(&self, token: &str, lease: Duration) -> Result<bool> {
+        match self.locks.backend() {
+            Backend::Single(s) => s.extend(&self.keys, token, lease).await,
+            Backend::Quorum(q) => q.extend(&self.keys, token, lease).await,
+        }
+    }
+}
+
+/// An acquire in flight. If it is cancelled (its future dropped) or fails
+/// on a Redis error, the grant or queue entry it may have left behind is
+/// cleaned up in the background, so no lock waits out a lease for nobody.
+struct Pending {
+    lock: Option<(Lock, String)>,
+}
+
+impl Pending {
+    fn new(lock: &Lock, token: &str) -> Self {
+        Self {
+            lock: Some((lock.clone(), token.to_owned())),
+        }
+    }
+
+    /// Outcomes that leave nothing behind disarm the clean-up.
+    fn settle<T>(mut self, outcome: &Result<T>) {
+        if !matches!(outcome, Err(Error::Redis(_))) {
+            self.lock = None;
+        }
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        let Some((lock, token)) = self.lock.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        runtime.spawn(async move {
+            let outcome = match lock.locks.backend() {
+                Backend::Single(s) => s.abandon(&lock.keys, &token).await,
+                Backend::Quorum(q) => q.release(&lock.keys, &token).await.map(drop),
+            };
+            if let Err(e) = outcome {
+                tracing::warn!(lock = %lock.keys.name, error = %e, "clean-up of an abandoned acquire failed");
+            }
+        });
+    }
+}

@@ -1,0 +1,14 @@
+-- ARGV: token, lease ms, wait ms (0 = do not queue), notification channel.
+-- Returns {1, fence} when granted, else {0, pttl of the current holder}.
+local token, lease, wait = ARGV[1], ARGV[2], tonumber(ARGV[3])
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  -- A free lock with waiters means its holder expired: they go first.
+  if redis.call('LLEN', KEYS[3]) == 0 or not handoff() then
+    return {1, grant(token, lease)}
+  end
+end
+if wait > 0 then
+  redis.call('RPUSH', KEYS[3], token)
+  redis.call('HSET', KEYS[4], token, string.format('%s|%s|%d', ARGV[4], lease, now_ms() + wait))
+end
+return {0, redis.call('PTTL', KEYS[1])}

@@ -1,0 +1,51 @@
+-- Shared head of every lock script. KEYS, always in this order:
+--   1 lock     "<token>:<fence>" with a PX lease while held
+--   2 fence    counter, never expires, so fences only grow
+--   3 queue    list of waiting tokens, oldest first
+--   4 waiters  hash token -> "<channel>|<lease ms>|<deadline ms>"
+-- Times come from the server's clock (TIME) so client clocks never matter.
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- The fence of the grant held by `token`, or nil.
+local function owned(token)
+  local v = redis.call('GET', KEYS[1])
+  local n = #token
+  if v and string.sub(v, 1, n + 1) == token .. ':' then
+    return tonumber(string.sub(v, n + 2))
+  end
+  return nil
+end
+
+local function grant(token, lease)
+  local fence = redis.call('INCR', KEYS[2])
+  redis.call('SET', KEYS[1], string.format('%s:%d', token, fence), 'PX', lease)
+  return fence
+end
+
+-- Gives the free lock to the oldest waiter whose deadline has not passed and
+-- tells it on its channel. Waiters that gave up or timed out are dropped on
+-- the way. Returns true when someone got the lock.
+local function handoff()
+  local now = nil
+  while true do
+    local token = redis.call('LPOP', KEYS[3])
+    if not token then
+      return false
+    end
+    local entry = redis.call('HGET', KEYS[4], token)
+    if entry then
+      redis.call('HDEL', KEYS[4], token)
+      local channel, lease, deadline = string.match(entry, '^(.*)|(%d+)|(%d+)$')
+      now = now or now_ms()
+      if tonumber(deadline) > now then
+        local fence = grant(token, lease)
+        redis.call('PUBLISH', channel, string.format('%s:%d', token, fence))
+        return true
+      end
+    end
+  end
+end

@@ -1,0 +1,8 @@
+-- ARGV: token. Deletes the lock only if `token` holds it, then hands it on.
+-- Returns 1 when released, 0 when the token did not hold it.
+if not owned(ARGV[1]) then
+  return 0
+end
+redis.call('DEL', KEYS[1])
+handoff()
+return 1

@@ -1,0 +1,147 @@
+//! The lock on one Redis server (or one cluster shard): FIFO queue with
+//! direct hand-off, see [`crate::notify`] for how waiters are woken.
+
+use std::time::{Duration, Instant};
+
+use redis::aio::ConnectionManager;
+
+use crate::error::{Error, Result};
+use crate::keys::Keys;
+use crate::notify::Notifier;
+use crate::scripts::{SCRIPTS, run};
+
+/// Margin added to a holder's remaining lease before a waiter checks on it
+/// itself, so the normal notification path wins the race.
+const EXPIRY_MARGIN: Duration = Duration::from_millis(2);
+/// Longest a waiter sleeps without asking Redis, for holders without a lease.
+const MAX_POLL_GAP: Duration = Duration::from_secs(1);
+
+pub(crate) struct Single {
+    conn: ConnectionManager,
+    notifier: Notifier,
+}
+
+impl Single {
+    pub async fn connect(client: redis::Client, channel: String) -> Result<Self> {
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(1)))
+            .set_response_timeout(Some(Duration::from_secs(1)))
+            .set_number_of_retries(2);
+        let conn = ConnectionManager::new_with_config(client.clone(), config).await?;
+        let notifier = Notifier::start(client, channel).await?;
+        Ok(Self { conn, notifier })
+    }
+
+    fn conn(&self) -> ConnectionManager {
+        self.conn.clone()
+    }
+
+    pub async fn try_grant(
+        &self,
+        keys: &Keys,
+        token: &str,
+        lease: Duration,
+    ) -> Result<Option<u64>> {
+        let (granted, value): (i64, i64) = run(
+            &mut self.conn(),
+            &SCRIPTS.acquire,
+            keys,
+            &[token, &millis(lease).to_string(), "0", ""],
+        )
+        .await?;
+        Ok((granted == 1).then_some(value as u64))
+    }
+
+    /// Queues `token` and waits for the lock to be handed to it.
+    pub async fn wait_grant(
+        &self,
+        keys: &Keys,
+        token: &str,
+        lease: Duration,
+        timeout: Duration,
+    ) -> Result<u64> {
+        let started = Instant::now();
+        let deadline = started + timeout;
+        let mut registration = self.notifier.register(token);
+        let (mut state, mut value) = self.enqueue(keys, token, lease, timeout).await?;
+        loop {
+            if state == 1 {
+                return Ok(value as u64);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                let fence: u64 =
+                    run(&mut self.conn(), &SCRIPTS.withdraw, keys, &[token, "1"]).await?;
+                return match fence {
+                    0 => Err(Error::Timeout {
+                        name: keys.name.clone(),
+                        waited: started.elapsed(),
+                    }),
+                    fence => Ok(fence),
+                };
+            }
+            let holder_left = match u64::try_from(value) {
+                Ok(ms) => Duration::from_millis(ms) + EXPIRY_MARGIN,
+                Err(_) if value == -2 => EXPIRY_MARGIN,
+                Err(_) => MAX_POLL_GAP,
+            };
+            let nap = holder_left.min(MAX_POLL_GAP).min(deadline - now);
+            tokio::select! {
+                handed = &mut registration.rx => match handed {
+                    Ok(fence) => return Ok(fence),
+                    Err(_) => registration.renew(),
+                },
+                () = tokio::time::sleep(nap) => {}
+            }
+            (state, value) = run(&mut self.conn(), &SCRIPTS.poll, keys, &[token]).await?;
+            if state == -1 {
+                registration.renew();
+                let remaining = deadline.saturating_duration_since(Instant::now());
+                (state, value) = self.enqueue(keys, token, lease, remaining).await?;
+            }
+        }
+    }
+
+    async fn enqueue(
+        &self,
+        keys: &Keys,
+        token: &str,
+        lease: Duration,
+        wait: Duration,
+    ) -> Result<(i64, i64)> {
+        let args = [
+            token,
+            &millis(lease).to_string(),
+            &millis(wait).max(1).to_string(),
+            self.notifier.channel(),
+        ];
+        Ok(run(&mut self.conn(), &SCRIPTS.acquire, keys, &args).await?)
+    }
+
+    pub async fn release(&self, keys: &Keys, token: &str) -> Result<bool> {
+        let released: i64 = run(&mut self.conn(), &SCRIPTS.release, keys, &[token]).await?;
+        Ok(released == 1)
+    }
+
+    pub async fn extend(&self, keys: &Keys, token: &str, lease: Duration) -> Result<bool> {
+        let extended: i64 = run(
+            &mut self.conn(),
+            &SCRIPTS.extend,
+            keys,
+            &[token, &millis(lease).to_string()],
+        )
+        .await?;
+        Ok(extended == 1)
+    }
+
+    /// Cleans up after an acquire that was cancelled or failed midway: leaves
+    /// the queue and, if the lock was granted meanwhile, releases it.
+    pub async fn abandon(&self, keys: &Keys, token: &str) -> Result<()> {
+        let _: i64 = run(&mut self.conn(), &SCRIPTS.withdraw, keys, &[token, "0"]).await?;
+        Ok(())
+    }
+}
+
+pub(crate) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}

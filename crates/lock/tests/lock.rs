@@ -1,0 +1,436 @@
+//! The one-server lock against real redis-server processes.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use redis::AsyncCommands;
+use seckill_lock::{Error, Locks, Lost};
+use seckill_testkit::RedisServer;
+
+async fn raw(server: &RedisServer) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_exclusion_keeps_an_unprotected_counter_exact() {
+    const TASKS: usize = 64;
+    const ROUNDS: usize = 10;
+    let server = RedisServer::start().unwrap();
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        clients.push(Locks::connect(&server.url()).await.unwrap());
+    }
+    let fences = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for t in 0..TASKS {
+        let lock = clients[t % 4].lock("counter").unwrap();
+        let mut conn = raw(&server).await;
+        let fences = fences.clone();
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..ROUNDS {
+                let guard = lock.acquire(Duration::from_secs(30)).await.unwrap();
+                fences.lock().unwrap().push(guard.fence());
+                let v: i64 = conn.get("counter").await.unwrap_or(0);
+                tokio::task::yield_now().await;
+                let () = conn.set("counter", v + 1).await.unwrap();
+                guard.release().await.unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let total: i64 = raw(&server).await.get("counter").await.unwrap();
+    assert_eq!(total, (TASKS * ROUNDS) as i64);
+    let fences = fences.lock().unwrap();
+    assert_eq!(fences.len(), TASKS * ROUNDS);
+    assert!(
+        fences.windows(2).all(|w| w[0] < w[1]),
+        "fences must strictly increase in holding order"
+    );
+}
+
+#[tokio::test]
+async fn try_acquire_is_refused_while_held_and_fences_grow() {
+    let server = RedisServer::start().unwrap();
+    let a = Locks::connect(&server.url()).await.unwrap();
+    let b = Locks::connect(&server.url()).await.unwrap();
+    let first = a.lock("x").unwrap().try_acquire().await.unwrap().unwrap();
+    assert!(b.lock("x").unwrap().try_acquire().await.unwrap().is_none());
+    assert!(
+        b.lock("other")
+            .unwrap()
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let fence = first.fence();
+    first.release().await.unwrap();
+    let second = b.lock("x").unwrap().try_acquire().await.unwrap().unwrap();
+    assert!(second.fence() > fence);
+}
+
+#[tokio::test]
+async fn lease_expiry_hands_the_lock_to_a_waiter_when_the_holder_vanishes() {
+    let server = RedisServer::start().unwrap();
+    let lease = Duration::from_millis(400);
+    let holder = Locks::connect(&server.url()).await.unwrap();
+    let guard = holder
+        .lock("job")
+        .unwrap()
+        .lease(lease)
+        .try_acquire()
+        .await
+        .unwrap()
+        .unwrap();
+    // Vanish: no release, connection closed.
+    std::mem::forget(guard);
+    drop(holder);
+    let waiter = Locks::connect(&server.url()).await.unwrap();
+    let started = Instant::now();
+    let guard = waiter
+        .lock("job")
+        .unwrap()
+        .acquire(Duration::from_secs(5))
+        .await
+        .unwrap();
+    let waited = started.elapsed();
+    assert!(
+        waited <= lease + Duration::from_millis(150),
+        "waited {waited:?}"
+    );
+    guard.release().await.unwrap();
+}
+
+/// Run by `holder_process_killed_blocks_no_longer_than_its_lease` as a child
+/// process: takes the lock, says so, and waits to be killed.
+#[tokio::test]
+#[ignore = "helper process for another test"]
+async fn child_holder() {
+    let Ok(url) = std::env::var("SECKILL_TEST_CHILD_URL") else {
+        return;
+    };
+    let locks = Locks::connect(&url).await.unwrap();
+    let guard = locks
+        .lock("crash")
+        .unwrap()
+        .lease(Duration::from_millis(500))
+        .try_acquire()
+        .await
+        .unwrap()
+        .unwrap();
+    println!("ACQUIRED {}", guard.fence());
+    tokio::time::sleep(Duration::from_secs(60)).await;
+}
+
+#[tokio::test]
+async fn holder_process_killed_blocks_no_longer_than_its_lease() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let server = RedisServer::start().unwrap();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["child_holder", "--exact", "--ignored", "--nocapture"])
+        .env("SECKILL_TEST_CHILD_URL", server.url())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = lines
+        .find_map(|l| l.ok().filter(|l| l.starts_with("ACQUIRED")))
+        .expect("child acquired");
+    let child_fence: u64 = line["ACQUIRED ".len()..].trim().parse().unwrap();
+    let locks = Locks::connect(&server.url()).await.unwrap();
+    let lock = locks.lock("crash").unwrap();
+    assert!(lock.try_acquire().await.unwrap().is_none());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let started = Instant::now();
+    let guard = lock.acquire(Duration::from_secs(5)).await.unwrap();
+    assert!(
+        started.elapsed() <= Duration::from_millis(650),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(guard.fence() > child_fence);
+}
+
+#[tokio::test]
+async fn release_and_extend_by_a_former_holder_are_refused() {
+    let server = RedisServer::start().unwrap();
+    let locks = Locks::connect(&server.url()).await.unwrap();
+    let short = locks.lock("res").unwrap().lease(Duration::from_millis(100));
+    let stale = short.try_acquire().await.unwrap().unwrap();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let current = locks
+        .lock("res")
+        .unwrap()
+        .try_acquire()
+        .await
+        .unwrap()
+        .expect("lease over: free");
+    // The seeds' `finally: delete` bug: the stale holder must not free it.
+    assert!(matches!(
+        stale.extend(Duration::from_secs(5)).await,
+        Err(Error::NotHeld(_))
+    ));
+    assert!(matches!(stale.release().await, Err(Error::NotHeld(_))));
+    assert!(
+        locks
+            .lock("res")
+            .unwrap()
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_none()
+    );
+    current.extend(Duration::from_secs(5)).await.unwrap();
+    current.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_stale_guard_cannot_release_after_the_key_was_overwritten() {
+    let server = RedisServer::start().unwrap();
+    let locks = Locks::connect(&server.url()).await.unwrap();
+    let guard = locks
+        .lock("res")
+        .unwrap()
+        .try_acquire()
+        .await
+        .unwrap()
+        .unwrap();
+    let mut conn = raw(&server).await;
+    let () = conn
+        .set("seckill:lock:{res}", "someone-else:1")
+        .await
+        .unwrap();
+    assert!(matches!(guard.release().await, Err(Error::NotHeld(_))));
+    let still: String = conn.get("seckill:lock:{res}").await.unwrap();
+    assert_eq!(still, "someone-else:1");
+}
+
+#[tokio::test]
+async fn watchdog_keeps_the_lock_past_its_lease_and_reports_deletion() {
+    let server = RedisServer::start().unwrap();
+    let lease = Duration::from_millis(300);
+    let locks = Locks::connect(&server.url()).await.unwrap();
+    let lock = locks.lock("wd").unwrap().lease(lease).watchdog(true);
+    let guard = lock.try_acquire().await.unwrap().unwrap();
+    tokio::time::sleep(lease * 3 + Duration::from_millis(100)).await;
+    assert!(!guard.is_lost());
+    let other = Locks::connect(&server.url()).await.unwrap();
+    assert!(
+        other
+            .lock("wd")
+            .unwrap()
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    let mut lost = guard.lost();
+    let () = raw(&server).await.del("seckill:lock:{wd}").await.unwrap();
+    let deleted = Instant::now();
+    let reason = tokio::time::timeout(Duration::from_secs(2), lost.wait())
+        .await
+        .expect("lost fires");
+    assert_eq!(reason, Lost::Taken);
+    assert!(
+        deleted.elapsed() <= lease / 3 + Duration::from_millis(50),
+        "{:?}",
+        deleted.elapsed()
+    );
+    assert!(guard.is_lost());
+    assert!(matches!(guard.release().await, Err(Error::NotHeld(_))));
+}
+
+#[tokio::test]
+async fn without_watchdog_the_lost_signal_fires_at_lease_end() {
+    let server = RedisServer::start().unwrap();
+    let locks = Locks::connect(&server.url()).await.unwrap();
+    let lease = Duration::from_millis(200);
+    let guard = locks
+        .lock("nowd")
+        .unwrap()
+        .lease(lease)
+        .try_acquire()
+        .await
+        .unwrap()
+        .unwrap();
+    let started = Instant::now();
+    assert_eq!(guard.lost().wait().await, Lost::Expired);
+    assert!(started.elapsed() <= lease);
+}
+
+#[tokio::test]
+async fn waiters_are_woken_fast_and_in_arrival_order() {
+    let server = RedisServer::start().unwrap();
+    let locks = Locks::connect(&server.url()).await.unwrap();
+    let lock = locks.lock("fifo").unwrap();
+
+    // Order: ten waiters queue one after another while the lock is held.
+    let holder = lock.try_acquire().await.unwrap().unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut waiters = Vec::new();
+    for i in 0..10 {
+        let (lock, order) = (lock.clone(), order.clone());
+        waiters.push(tokio::spawn(async move {
+            let guard = lock.acquire(Duration::from_secs(10)).await.unwrap();
+            order.lock().unwrap().push(i);
+            guard.release().await.unwrap();
+        }));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    holder.release().await.unwrap();
+    for w in waiters {
+        w.await.unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), (0..10).collect::<Vec<_>>());
+
+    // Latency: 200 hand-offs from a releasing task to a waiting one.
+    let mut handoffs = Vec::new();
+    for _ in 0..200 {
+        let guard = lock.try_acquire().await.unwrap().unwrap();
+        let waiter = {
+            let lock = lock.clone();
+            tokio::spawn(async move {
+                let g = lock.acquire(Duration::from_secs(5)).await.unwrap();
+                let at = Instant::now();
+                g.release().await.unwrap();
+                at
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        let released = Instant::now();
+        guard.release().await.unwrap();
+        handoffs.push(waiter.await.unwrap() - released);
+    }
+    handoffs.sort();
+    let p99 = handoffs[handoffs.len() * 99 / 100];
+    assert!(p99 < Duration::from_millis(50), "p99 hand-off {p99:?}");
+}
+
+#[tokio::test]
+async fn a_timed_out_or_cancelled_waiter_does_not_block_the_queue() {
+    let server = RedisServer::start().unwrap();
+    let locks = Locks::connect(&server.url()).await.unwrap();
+    let lock = locks.lock("cancel").unwrap();
+    let holder = lock.try_acquire().await.unwrap().unwrap();
+
+    let timed_out = lock.acquire(Duration::from_millis(100)).await;
+    assert!(
+        matches!(timed_out, Err(Error::Timeout { .. })),
+        "{timed_out:?}"
+    );
+    let cancelled = tokio::time::timeout(
+        Duration::from_millis(50),
+        lock.acquire(Duration::from_secs(30)),
+    )
+    .await;
+    assert!(cancelled.is_err());
+    tokio::time::sleep(Duration::from_millis(50)).await; // background withdrawal
+
+    let waiter = {
+        let lock = lock.clone();
+        tokio::spawn(async move {
+            lock.acquire(Duration::from_secs(5))
+                .await
+                .map(|g| (g, Instant::now()))
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let released = Instant::now();
+    holder.release().await.unwrap();
+    let (guard, at) = waiter.await.unwrap().unwrap();
+    assert!(
+        at - released < Duration::from_millis(100),
+        "{:?}",
+        at - released
+    );
+    let queue: i64 = raw(&server)
+        .await
+        .llen("seckill:lock:{cancel}:queue")
+        .await
+        .unwrap();
+    assert_eq!(queue, 0);
+    guard.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_dropped_guard_releases_in_the_background() {
+    let server = RedisServer::start().unwrap();
+    let locks = Locks::connect(&server.url()).await.unwrap();
+    let lock = locks.lock("drop").unwrap();
+    drop(lock.try_acquire().await.unwrap().unwrap());
+    let guard = lock.acquire(Duration::from_millis(500)).await.unwrap();
+    guard.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn scripts_reload_after_flush_and_the_client_survives_a_restart() {
+    let mut server = RedisServer::start().unwrap();
+    let locks = Locks::connect(&server.url()).await.unwrap();
+    let lock = locks.lock("r").unwrap();
+    lock.try_acquire()
+        .await
+        .unwrap()
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    let () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut raw(&server).await)
+        .await
+        .unwrap();
+    lock.try_acquire()
+        .await
+        .unwrap()
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+
+    server.restart().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match lock.try_acquire().await {
+            Ok(Some(g)) => break g.release().await.unwrap(),
+            Ok(None) => panic!("fresh server: the lock is free"),
+            Err(Error::Redis(_)) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn bad_names_and_leases_are_refused() {
+    let server = RedisServer::start().unwrap();
+    let locks = Locks::connect(&server.url()).await.unwrap();
+    for name in ["", "a{b}", "x y", "a|b", &"n".repeat(513)] {
+        assert!(
+            matches!(locks.lock(name), Err(Error::Invalid { .. })),
+            "{name:?}"
+        );
+    }
+    let short = locks.lock("ok").unwrap().lease(Duration::from_millis(1));
+    assert!(matches!(
+        short.try_acquire().await,
+        Err(Error::Invalid { .. })
+    ));
+    assert!(
+        Locks::builder()
+            .prefix("a}b")
+            .connect(&server.url())
+            .await
+            .is_err()
+    );
+}

@@ -1,0 +1,280 @@
+//! Private `redis-server` processes for tests, demos and benchmarks.
+//!
+//! Every test and every `seckill` command that is not given a Redis URL runs
+//! against a server of its own, so runs never share state, can kill and
+//! restart their server, and never depend on a Redis that happens to be
+//! running on the machine.
+//!
+//! - [`RedisServer`]: one server on a free loopback port in a temporary
+//!   directory; waits for `PING`, kills the process on drop, can be killed,
+//!   paused and restarted (keeping its data directory, so AOF survives).
+//! - [`Options`]: persistence settings and extra `redis-server` arguments.
+//!
+//! ```no_run
+//! let server = seckill_testkit::RedisServer::start().unwrap();
+//! println!("talk to {}", server.url());
+//! ```
+
+use std::io::{self, Read, Write};
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a fresh server may take to answer `PING` before we give up.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
+/// Attempts at finding a free port: another process can grab the port between
+/// our probe and `redis-server` binding it.
+const PORT_ATTEMPTS: usize = 10;
+
+/// When an append-only file is fsynced (`appendfsync`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fsync {
+    /// `appendfsync always`: every write is on disk before it is acknowledged.
+    Always,
+    /// `appendfsync everysec`: up to about a second of writes can be lost.
+    EverySec,
+}
+
+/// How to start a [`RedisServer`].
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    aof: Option<Fsync>,
+    args: Vec<String>,
+}
+
+impl Options {
+    /// Persist with an append-only file, fsynced as given.
+    pub fn aof(mut self, fsync: Fsync) -> Self {
+        self.aof = Some(fsync);
+        self
+    }
+
+    /// Passes an extra `--name value` pair to `redis-server`.
+    pub fn arg(mut self, name: &str, value: &str) -> Self {
+        self.args.push(format!("--{name}"));
+        self.args.push(value.to_owned());
+        self
+    }
+
+    /// Starts a server with these options.
+    pub fn start(self) -> io::Result<RedisServer> {
+        let mut last_err = io::Error::other("no free port found");
+        for _ in 0..PORT_ATTEMPTS {
+            let mut server = RedisServer {
+                child: None,
+                port: free_port()?,
+                options: self.clone(),
+                dir: tempfile::Builder::new()
+                    .prefix("seckill-redis-")
+                    .tempdir()?,
+            };
+            match server.spawn() {
+                Ok(()) => return Ok(server),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(e),
+                Err(e) => last_err = e,
+            }
+        }
+        Err(last_err)
+    }
+}
+
+/// A `redis-server` process owned by this process.
+///
+/// Dropping it kills the server and removes its directory. The server is
+/// also told to die with the thread that started it (`PR_SET_PDEATHSIG`), so
+/// a killed test run leaves no servers behind.
+#[derive(Debug)]
+pub struct RedisServer {
+    child: Option<Child>,
+    port: u16,
+    options: Options,
+    dir: tempfile::TempDir,
+}
+
+impl RedisServer {
+    /// Starts a server without persistence on a free port.
+    pub fn start() -> io::Result<Self> {
+        Options::default().start()
+    }
+
+    /// Starts `n` independent servers.
+    pub fn start_many(n: usize) -> io::Result<Vec<Self>> {
+        (0..n).map(|_| Self::start()).collect()
+    }
+
+    /// `redis://127.0.0.1:PORT/`
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// The TCP port the server listens on (kept across restarts).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The server's working directory (AOF files live here).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Whether the process is running (it may still be paused).
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.as_mut().map(Child::try_wait), Some(Ok(None)))
+    }
+
+    /// Kills the server with SIGKILL, as a crash would, and waits for it.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Kills the server if it runs, then starts it again on the same port
+    /// and directory, so an append-only file is replayed.
+    pub fn restart(&mut self) -> io::Result<()> {
+        self.kill();
+        self.spawn()
+    }
+
+    /// Freezes the server with SIGSTOP: connections stay open, nothing answers.
+    pub fn pause(&self) -> io::Result<()> {
+        self.signal(libc::SIGSTOP)
+    }
+
+    /// Lets a paused server run again (SIGCONT).
+    pub fn resume(&self) -> io::Result<()> {
+        self.signal(libc::SIGCONT)
+    }
+
+    fn signal(&self, signal: libc::c_int) -> io::Result<()> {
+        let child = self
+            .child
+            .as_ref()
+            .ok_or_else(|| io::Error::other("redis-server is not running"))?;
+        let pid = libc::pid_t::try_from(child.id()).map_err(io::Error::other)?;
+        // SAFETY: plain syscall on a pid we own and have not reaped.
+        if unsafe { libc::kill(pid, signal) } == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+
+    fn spawn(&mut self) -> io::Result<()> {
+        let mut cmd = Command::new(server_binary());
+        cmd.arg("--port")
+            .arg(self.port.to_string())
+            .arg("--bind")
+            .arg("127.0.0.1")
+            .arg("--dir")
+            .arg(self.dir.path())
+            .arg("--save")
+            .arg("")
+            .arg("--logfile")
+            .arg("redis.log")
+            .arg("--daemonize")
+            .arg("no")
+            .arg("--protected-mode")
+            .arg("no");
+        match self.options.aof {
+            Some(fsync) => {
+                let fsync = match fsync {
+                    Fsync::Always => "always",
+                    Fsync::EverySec => "everysec",
+                };
+                cmd.args(["--appendonly", "yes", "--appendfsync", fsync]);
+            }
+            None => {
+                cmd.args(["--appendonly", "no"]);
+            }
+        }
+        cmd.args(&self.options.args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().map_err(|e| {
+            if e.kind() == io::ErrorKind::NotFound {
+                io::Error::new(
+                    e.kind(),
+                    "redis-server not found: install it (apt-get install -y redis-server) \
+                     or set SECKILL_REDIS_SERVER to its path",
+                )
+            } else {
+                e
+            }
+        })?;
+        self.child = Some(child);
+        self.wait_for_ping()
+    }
+
+    fn wait_for_ping(&mut self) -> io::Result<()> {
+        let started = Instant::now();
+        loop {
+            if !self.is_running() {
+                self.child = None;
+                return Err(io::Error::other(format!(
+                    "redis-server exited at start-up on port {}; see {}",
+                    self.port,
+                    self.dir.path().join("redis.log").display()
+                )));
+            }
+            if ping(self.port).is_ok() {
+                return Ok(());
+            }
+            if started.elapsed() > STARTUP_TIMEOUT {
+                self.kill();
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("redis-server on port {} did not answer PING", self.port),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// The `redis-server` to run: `$SECKILL_REDIS_SERVER` or the one on `PATH`.
+fn server_binary() -> PathBuf {
+    std::env::var_os("SECKILL_REDIS_SERVER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("redis-server"))
+}
+
+fn free_port() -> io::Result<u16> {
+    Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
+        .local_addr()?
+        .port())
+}
+
+/// One `PING` over a plain socket: the server is up when it answers `+PONG`.
+/// A server still loading its AOF answers `-LOADING`, which is not ready.
+fn ping(port: u16) -> io::Result<()> {
+    let mut stream = TcpStream::connect((Ipv4Addr::LOCALHOST, port))?;
+    stream.set_read_timeout(Some(Duration::from_millis(500)))?;
+    stream.write_all(b"PING\r\n")?;
+    let mut reply = [0u8; 7];
+    stream.read_exact(&mut reply)?;
+    if &reply == b"+PONG\r\n" {
+        Ok(())
+    } else {
+        Err(io::Error::other("not ready"))
+    }
+}
