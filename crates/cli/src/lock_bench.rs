@@ -1,0 +1,301 @@
+//! `seckill lock-bench`: N clients take a lock in a loop and do an
+//! unprotected GET/SET of a counter inside it; the counter must come out
+//! exact. `hot`: all clients share one lock. `spread`: one lock each.
+//! With `--work empty` the holders do nothing and the check is that the
+//! fences count every grant exactly once.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use clap::{Args as ClapArgs, ValueEnum};
+use redis::AsyncCommands;
+use seckill_lock::Locks;
+use serde::Serialize;
+
+use crate::redis_benchmark;
+use crate::stats::{Latency, progress};
+use crate::target::Target;
+
+#[derive(ClapArgs)]
+pub struct Args {
+    /// Redis to use; without it a private redis-server is started.
+    #[arg(long, env = "SECKILL_REDIS_URL")]
+    redis_url: Option<String>,
+    /// `hot`: every client contends for one lock; `spread`: one lock per client.
+    #[arg(long, value_enum, default_value_t = Mode::Hot)]
+    mode: Mode,
+    /// Concurrent clients, each with its own connections.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    clients: u32,
+    /// Seconds to run.
+    #[arg(long, default_value_t = 5.0)]
+    duration: f64,
+    /// What each holder does: `counter` = unprotected GET then SET of a
+    /// counter (checked for exactness); `empty` = nothing, so the run
+    /// measures bare take+release pairs (checked through the fences).
+    #[arg(long, value_enum, default_value_t = Work::Counter)]
+    work: Work,
+    /// Lease of each acquisition, in milliseconds.
+    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(10..))]
+    lease_ms: u64,
+    /// Also run `redis-benchmark` (SET NX PX, 50 clients) on the same server.
+    #[arg(long)]
+    compare: bool,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Mode {
+    Hot,
+    Spread,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Work {
+    Counter,
+    Empty,
+}
+
+#[derive(Serialize)]
+struct Report {
+    mode: Mode,
+    work: Work,
+    clients: u32,
+    duration_s: f64,
+    acquisitions: u64,
+    acquisitions_per_s: f64,
+    wait_p50_ms: f64,
+    wait_p99_ms: f64,
+    wait_max_ms: f64,
+    /// From the holder starting its release to the next holder having the
+    /// lock (hot mode only: every acquisition there is a hand-off).
+    handoff_p50_ms: Option<f64>,
+    handoff_p99_ms: Option<f64>,
+    handoff_max_ms: Option<f64>,
+    counter_ok: bool,
+    redis_benchmark_set_nx_px_per_s: Option<f64>,
+    /// acquisitions/s ÷ (SET NX PX/s ÷ 2): an acquisition is a take and a release.
+    ratio_to_redis_benchmark_pairs: Option<f64>,
+    /// One client's GET round trips per second (`redis-benchmark -c 1`): the
+    /// latency floor a hot lock's serial hand-off chain is built from.
+    redis_benchmark_round_trips_per_s: Option<f64>,
+    /// Hot mode: acquisitions/s ÷ the most the serial chain allows, which is
+    /// one round trip per acquisition (release reaching the next holder) plus
+    /// one per command of the critical section.
+    ratio_to_serial_floor: Option<f64>,
+}
+
+struct ClientResult {
+    acquisitions: u64,
+    last_fence: u64,
+    wait: Latency,
+    handoff: Latency,
+}
+
+pub async fn run(args: Args) -> Result<ExitCode> {
+    anyhow::ensure!(
+        args.duration > 0.0 && args.duration <= 3600.0,
+        "--duration must be between 0 and 3600 seconds"
+    );
+    let target = Target::new(args.redis_url.clone())?;
+    let run_id = format!("{:08x}", rand::random::<u32>());
+    let duration = Duration::from_secs_f64(args.duration);
+    let lease = Duration::from_millis(args.lease_ms);
+
+    let mut clients = Vec::new();
+    for i in 0..args.clients {
+        let locks = Locks::connect(&target.url)
+            .await
+            .with_context(|| format!("connecting to {}", target.url))?;
+        let conn = seckill_lock::client(&target.url)?
+            .get_multiplexed_async_connection()
+            .await?;
+        let name = match args.mode {
+            Mode::Hot => format!("bench-{run_id}"),
+            Mode::Spread => format!("bench-{run_id}-{i}"),
+        };
+        clients.push((locks.lock(&name)?.lease(lease), conn, format!("{name}:counter")));
+    }
+
+    let bar = progress(duration.as_millis() as u64, "ms", args.duration > 1.0 && !args.json);
+    let started = Instant::now();
+    let stop = started + duration;
+    // Nanoseconds after `started` at which the last holder began releasing.
+    let released_at = Arc::new(AtomicU64::new(0));
+    let hot = args.mode == Mode::Hot;
+    let work = args.work;
+    let mut tasks = Vec::new();
+    for (lock, mut conn, counter) in clients.iter().cloned() {
+        let released_at = released_at.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut result = ClientResult {
+                acquisitions: 0,
+                last_fence: 0,
+                wait: Latency::default(),
+                handoff: Latency::default(),
+            };
+            while Instant::now() < stop {
+                let asked = Instant::now();
+                let guard = lock.acquire(Duration::from_secs(30)).await?;
+                let got = Instant::now();
+                result.wait.record(got - asked);
+                let previous = released_at.load(Ordering::Acquire);
+                if hot && previous > 0 {
+                    let since = (got - started).saturating_sub(Duration::from_nanos(previous));
+                    result.handoff.record(since);
+                }
+                result.last_fence = guard.fence();
+                if work == Work::Counter {
+                    let value: Option<i64> = conn.get(&counter).await?;
+                    let () = conn.set(&counter, value.unwrap_or(0) + 1).await?;
+                }
+                released_at.store((Instant::now() - started).as_nanos() as u64, Ordering::Release);
+                guard.release().await?;
+                result.acquisitions += 1;
+            }
+            anyhow::Ok((result, counter))
+        }));
+    }
+    let ticker = {
+        let bar = bar.clone();
+        tokio::spawn(async move {
+            while Instant::now() < stop {
+                bar.set_position(started.elapsed().as_millis() as u64);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+
+    let mut total = 0;
+    let mut wait = Latency::default();
+    let mut handoff = Latency::default();
+    let mut counter_ok = true;
+    let mut check = seckill_lock::client(&target.url)?
+        .get_multiplexed_async_connection()
+        .await?;
+    let mut counts = Vec::new();
+    for task in tasks {
+        let (result, counter) = task.await??;
+        total += result.acquisitions;
+        wait.merge(&result.wait);
+        handoff.merge(&result.handoff);
+        counts.push((counter, result.acquisitions, result.last_fence));
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    ticker.abort();
+    bar.finish_and_clear();
+    match (args.mode, args.work) {
+        (Mode::Hot, Work::Counter) => {
+            let value: Option<u64> = check.get(&counts[0].0).await?;
+            counter_ok = value.unwrap_or(0) == total;
+        }
+        (Mode::Spread, Work::Counter) => {
+            for (counter, expected, _) in &counts {
+                let value: Option<u64> = check.get(counter).await?;
+                counter_ok &= value.unwrap_or(0) == *expected;
+            }
+        }
+        // A fresh lock name starts its fences at 1, one per grant.
+        (Mode::Hot, Work::Empty) => {
+            counter_ok = counts.iter().map(|c| c.2).max() == Some(total);
+        }
+        (Mode::Spread, Work::Empty) => {
+            counter_ok = counts.iter().all(|(_, n, fence)| n == fence);
+        }
+    }
+    let keys: Vec<String> = counts.iter().map(|c| c.0.clone()).collect();
+    let _: () = check.del(keys).await?;
+
+    let acquisitions_per_s = total as f64 / elapsed;
+    let (baseline, round_trips) = if args.compare {
+        let (host, port) = target.host_port()?;
+        let set = ["SET", "rb:lock:__rand_int__", "token", "NX", "PX", "10000"];
+        let pairs = redis_benchmark::rps(&host, port, 50, 1, 200_000, &set)?;
+        let get = ["GET", "rb:lock:__rand_int__"];
+        let trips = redis_benchmark::rps(&host, port, 1, 1, 20_000, &get)?;
+        (Some(pairs), Some(trips))
+    } else {
+        (None, None)
+    };
+    let trips_per_acquisition = match args.work {
+        Work::Counter => 3.0,
+        Work::Empty => 1.0,
+    };
+    let report = Report {
+        mode: args.mode,
+        work: args.work,
+        clients: args.clients,
+        duration_s: elapsed,
+        acquisitions: total,
+        acquisitions_per_s,
+        wait_p50_ms: wait.ms(0.5),
+        wait_p99_ms: wait.ms(0.99),
+        wait_max_ms: wait.max_ms(),
+        handoff_p50_ms: (handoff.count() > 0).then(|| handoff.ms(0.5)),
+        handoff_p99_ms: (handoff.count() > 0).then(|| handoff.ms(0.99)),
+        handoff_max_ms: (handoff.count() > 0).then(|| handoff.max_ms()),
+        counter_ok,
+        redis_benchmark_set_nx_px_per_s: baseline,
+        ratio_to_redis_benchmark_pairs: baseline.map(|rps| acquisitions_per_s / (rps / 2.0)),
+        redis_benchmark_round_trips_per_s: round_trips,
+        ratio_to_serial_floor: round_trips
+            .filter(|_| hot)
+            .map(|rtt| acquisitions_per_s / (rtt / trips_per_acquisition)),
+    };
+    print(&report, args.json)?;
+    Ok(if counter_ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+fn print(r: &Report, json: bool) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string(r)?);
+        return Ok(());
+    }
+    let mode = match r.mode {
+        Mode::Hot => "hot",
+        Mode::Spread => "spread",
+    };
+    let opt = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.3}"));
+    println!(
+        "{:<7} {:>7} {:>9} {:>12} {:>11} {:>9} {:>9} {:>9} {:>11} {:>11} {:>8}",
+        "mode", "clients", "seconds", "acquisitions", "acq/s", "wait p50", "wait p99", "wait max",
+        "handoff p50", "handoff p99", "counter"
+    );
+    println!(
+        "{:<7} {:>7} {:>9.2} {:>12} {:>11.0} {:>9.3} {:>9.3} {:>9.3} {:>11} {:>11} {:>8}",
+        mode,
+        r.clients,
+        r.duration_s,
+        r.acquisitions,
+        r.acquisitions_per_s,
+        r.wait_p50_ms,
+        r.wait_p99_ms,
+        r.wait_max_ms,
+        opt(r.handoff_p50_ms),
+        opt(r.handoff_p99_ms),
+        if r.counter_ok { "exact" } else { "WRONG" }
+    );
+    println!("(latencies in ms)");
+    if let (Some(rps), Some(ratio)) = (r.redis_benchmark_set_nx_px_per_s, r.ratio_to_redis_benchmark_pairs) {
+        println!(
+            "redis-benchmark SET NX PX, 50 clients: {rps:.0}/s = {:.0} take+release pairs/s; \
+             lock-bench reaches {ratio:.2}x of that",
+            rps / 2.0
+        );
+    }
+    if let (Some(rtt), Some(ratio)) = (r.redis_benchmark_round_trips_per_s, r.ratio_to_serial_floor) {
+        println!(
+            "redis-benchmark GET, 1 client: {rtt:.0} round trips/s; a hot lock's serial chain \
+             allows at most {:.0} acquisitions/s here; lock-bench reaches {ratio:.2}x of that",
+            r.acquisitions_per_s / ratio
+        );
+    }
+    Ok(())
+}

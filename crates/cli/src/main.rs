@@ -1,0 +1,52 @@
+//! `seckill`: command-line entry point.
+//!
+//! Modules:
+//! - `lock_bench`: `seckill lock-bench`, contention benchmark of the lock.
+//! - `target`: which Redis a command talks to (given URL or a private server).
+//! - `stats`: latency histograms and the progress bar shared by benchmarks.
+//! - `redis_benchmark`: runs `redis-benchmark` on the same server for a
+//!   same-run baseline.
+
+mod lock_bench;
+mod redis_benchmark;
+mod stats;
+mod target;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "seckill", version, about = "Flash sales on Redis that never oversell")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Measure lock acquisitions per second and hand-off latency.
+    LockBench(lock_bench::Args),
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Command::LockBench(args) => lock_bench::run(args).await,
+    };
+    match outcome {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,35 @@
+//! Same-run baselines from `redis-benchmark` against the server under test:
+//! these machines are noisy, so only ratios within one run mean anything.
+
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+/// Requests per second `redis-benchmark` reaches for `command` with
+/// `clients` connections and `pipeline` commands in flight per connection.
+pub fn rps(
+    host: &str,
+    port: u16,
+    clients: u32,
+    pipeline: u32,
+    requests: u64,
+    command: &[&str],
+) -> Result<f64> {
+    let output = Command::new("redis-benchmark")
+        .args(["-h", host, "-p", &port.to_string()])
+        .args(["-c", &clients.to_string(), "-P", &pipeline.to_string()])
+        .args(["-n", &requests.to_string(), "-r", "1000000", "--csv"])
+        .args(command)
+        .output()
+        .context("running redis-benchmark (apt-get install -y redis-tools)")?;
+    if !output.status.success() {
+        bail!("redis-benchmark failed: {}", String::from_utf8_lossy(&output.stderr));
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    // CSV: a header line, then `"name","rps",...` for the one test we ran.
+    stdout
+        .lines()
+        .filter(|l| !l.starts_with("\"test\""))
+        .find_map(|l| l.split(',').nth(1)?.trim_matches('"').parse().ok())
+        .with_context(|| format!("unexpected redis-benchmark output: {stdout}"))
+}

@@ -1,0 +1,35 @@
+//! Which Redis a command runs against.
+
+use anyhow::{Context, Result};
+use seckill_testkit::RedisServer;
+
+/// The Redis a command uses: the one at `--redis-url`, or a private
+/// `redis-server` started for this run and stopped when this is dropped.
+pub struct Target {
+    pub url: String,
+    _private: Option<RedisServer>,
+}
+
+impl Target {
+    pub fn new(url: Option<String>) -> Result<Self> {
+        match url {
+            Some(url) => Ok(Self { url, _private: None }),
+            None => {
+                let server = RedisServer::start().context("starting a private redis-server")?;
+                Ok(Self {
+                    url: server.url(),
+                    _private: Some(server),
+                })
+            }
+        }
+    }
+
+    /// Host and port, for tools that take them separately.
+    pub fn host_port(&self) -> Result<(String, u16)> {
+        use redis::IntoConnectionInfo;
+        match self.url.as_str().into_connection_info()?.addr() {
+            redis::ConnectionAddr::Tcp(host, port) => Ok((host.clone(), *port)),
+            other => anyhow::bail!("not a plain TCP address: {other}"),
+        }
+    }
+}
