@@ -121,10 +121,18 @@ pub async fn run(args: Args) -> Result<ExitCode> {
             Mode::Hot => format!("bench-{run_id}"),
             Mode::Spread => format!("bench-{run_id}-{i}"),
         };
-        clients.push((locks.lock(&name)?.lease(lease), conn, format!("{name}:counter")));
+        clients.push((
+            locks.lock(&name)?.lease(lease),
+            conn,
+            format!("{name}:counter"),
+        ));
     }
 
-    let bar = progress(duration.as_millis() as u64, "ms", args.duration > 1.0 && !args.json);
+    let bar = progress(
+        duration.as_millis() as u64,
+        "ms",
+        args.duration > 1.0 && !args.json,
+    );
     let started = Instant::now();
     let stop = started + duration;
     // Nanoseconds after `started` at which the last holder began releasing.
@@ -156,7 +164,10 @@ pub async fn run(args: Args) -> Result<ExitCode> {
                     let value: Option<i64> = conn.get(&counter).await?;
                     let () = conn.set(&counter, value.unwrap_or(0) + 1).await?;
                 }
-                released_at.store((Instant::now() - started).as_nanos() as u64, Ordering::Release);
+                released_at.store(
+                    (Instant::now() - started).as_nanos() as u64,
+                    Ordering::Release,
+                );
                 guard.release().await?;
                 result.acquisitions += 1;
             }
@@ -250,7 +261,11 @@ pub async fn run(args: Args) -> Result<ExitCode> {
             .map(|rtt| acquisitions_per_s / (rtt / trips_per_acquisition)),
     };
     print(&report, args.json)?;
-    Ok(if counter_ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    Ok(if counter_ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 fn print(r: &Report, json: bool) -> Result<()> {
@@ -265,8 +280,17 @@ fn print(r: &Report, json: bool) -> Result<()> {
     let opt = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.3}"));
     println!(
         "{:<7} {:>7} {:>9} {:>12} {:>11} {:>9} {:>9} {:>9} {:>11} {:>11} {:>8}",
-        "mode", "clients", "seconds", "acquisitions", "acq/s", "wait p50", "wait p99", "wait max",
-        "handoff p50", "handoff p99", "counter"
+        "mode",
+        "clients",
+        "seconds",
+        "acquisitions",
+        "acq/s",
+        "wait p50",
+        "wait p99",
+        "wait max",
+        "handoff p50",
+        "handoff p99",
+        "counter"
     );
     println!(
         "{:<7} {:>7} {:>9.2} {:>12} {:>11.0} {:>9.3} {:>9.3} {:>9.3} {:>11} {:>11} {:>8}",
@@ -283,14 +307,18 @@ fn print(r: &Report, json: bool) -> Result<()> {
         if r.counter_ok { "exact" } else { "WRONG" }
     );
     println!("(latencies in ms)");
-    if let (Some(rps), Some(ratio)) = (r.redis_benchmark_set_nx_px_per_s, r.ratio_to_redis_benchmark_pairs) {
+    if let (Some(rps), Some(ratio)) = (
+        r.redis_benchmark_set_nx_px_per_s,
+        r.ratio_to_redis_benchmark_pairs,
+    ) {
         println!(
             "redis-benchmark SET NX PX, 50 clients: {rps:.0}/s = {:.0} take+release pairs/s; \
              lock-bench reaches {ratio:.2}x of that",
             rps / 2.0
         );
     }
-    if let (Some(rtt), Some(ratio)) = (r.redis_benchmark_round_trips_per_s, r.ratio_to_serial_floor) {
+    if let (Some(rtt), Some(ratio)) = (r.redis_benchmark_round_trips_per_s, r.ratio_to_serial_floor)
+    {
         println!(
             "redis-benchmark GET, 1 client: {rtt:.0} round trips/s; a hot lock's serial chain \
              allows at most {:.0} acquisitions/s here; lock-bench reaches {ratio:.2}x of that",

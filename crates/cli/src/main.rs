@@ -17,7 +17,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "seckill", version, about = "Flash sales on Redis that never oversell")]
+#[command(
+    name = "seckill",
+    version,
+    about = "Flash sales on Redis that never oversell"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -33,8 +37,7 @@ enum Command {
 async fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
         .with_writer(std::io::stderr)
         .init();

@@ -23,7 +23,10 @@ pub fn rps(
         .output()
         .context("running redis-benchmark (apt-get install -y redis-tools)")?;
     if !output.status.success() {
-        bail!("redis-benchmark failed: {}", String::from_utf8_lossy(&output.stderr));
+        bail!(
+            "redis-benchmark failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
     }
     let stdout = String::from_utf8_lossy(&output.stdout);
     // CSV: a header line, then `"name","rps",...` for the one test we ran.

@@ -13,7 +13,10 @@ pub struct Target {
 impl Target {
     pub fn new(url: Option<String>) -> Result<Self> {
         match url {
-            Some(url) => Ok(Self { url, _private: None }),
+            Some(url) => Ok(Self {
+                url,
+                _private: None,
+            }),
             None => {
                 let server = RedisServer::start().context("starting a private redis-server")?;
                 Ok(Self {

@@ -18,7 +18,10 @@ async fn quorum_locks_exclude_each_other_and_fences_increase() {
     let inside = Arc::new(Mutex::new((false, Vec::new())));
     let mut tasks = Vec::new();
     for t in 0..8 {
-        let lock = clients[t % 2].lock("rl").unwrap().lease(Duration::from_secs(2));
+        let lock = clients[t % 2]
+            .lock("rl")
+            .unwrap()
+            .lease(Duration::from_secs(2));
         let inside = inside.clone();
         tasks.push(tokio::spawn(async move {
             for _ in 0..5 {
@@ -58,13 +61,24 @@ async fn survives_a_minority_down_and_fails_cleanly_without_quorum() {
     assert!(second.fence() > fence);
     // Held on the surviving majority: a second client is refused.
     let other = redlock(&servers).await;
-    assert!(other.lock("rl").unwrap().try_acquire().await.unwrap().is_none());
+    assert!(
+        other
+            .lock("rl")
+            .unwrap()
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_none()
+    );
     second.extend(Duration::from_secs(5)).await.unwrap();
     second.release().await.unwrap();
 
     servers[4].kill();
     match lock.try_acquire().await {
-        Err(Error::NoQuorum { reachable: 2, needed: 3 }) => {}
+        Err(Error::NoQuorum {
+            reachable: 2,
+            needed: 3,
+        }) => {}
         other => panic!("expected NoQuorum, got {other:?}"),
     }
     match lock.acquire(Duration::from_millis(300)).await {
@@ -96,7 +110,23 @@ async fn a_redlock_watchdog_renews_on_the_quorum() {
     tokio::time::sleep(lease * 3).await;
     assert!(!guard.is_lost());
     let other = redlock(&servers).await;
-    assert!(other.lock("wd").unwrap().try_acquire().await.unwrap().is_none());
+    assert!(
+        other
+            .lock("wd")
+            .unwrap()
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_none()
+    );
     guard.release().await.unwrap();
-    assert!(other.lock("wd").unwrap().try_acquire().await.unwrap().is_some());
+    assert!(
+        other
+            .lock("wd")
+            .unwrap()
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_some()
+    );
 }

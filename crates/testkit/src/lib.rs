@@ -42,6 +42,7 @@ pub enum Fsync {
 pub struct Options {
     aof: Option<Fsync>,
     args: Vec<String>,
+    binary: Option<PathBuf>,
 }
 
 impl Options {
@@ -55,6 +56,13 @@ impl Options {
     pub fn arg(mut self, name: &str, value: &str) -> Self {
         self.args.push(format!("--{name}"));
         self.args.push(value.to_owned());
+        self
+    }
+
+    /// Runs this `redis-server` binary instead of `$SECKILL_REDIS_SERVER` or
+    /// the one on `PATH`.
+    pub fn binary(mut self, path: impl Into<PathBuf>) -> Self {
+        self.binary = Some(path.into());
         self
     }
 
@@ -164,7 +172,8 @@ impl RedisServer {
     }
 
     fn spawn(&mut self) -> io::Result<()> {
-        let mut cmd = Command::new(server_binary());
+        let binary = self.options.binary.clone().unwrap_or_else(default_binary);
+        let mut cmd = Command::new(binary);
         cmd.arg("--port")
             .arg(self.port.to_string())
             .arg("--bind")
@@ -251,8 +260,8 @@ impl Drop for RedisServer {
     }
 }
 
-/// The `redis-server` to run: `$SECKILL_REDIS_SERVER` or the one on `PATH`.
-fn server_binary() -> PathBuf {
+/// `$SECKILL_REDIS_SERVER`, else `redis-server` from `PATH`.
+fn default_binary() -> PathBuf {
     std::env::var_os("SECKILL_REDIS_SERVER")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("redis-server"))

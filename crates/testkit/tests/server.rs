@@ -1,0 +1,65 @@
+//! The test kit's own guarantees, checked with plain sockets.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use seckill_testkit::{Fsync, Options, RedisServer};
+
+/// Sends one inline command and returns the first reply line.
+fn command(server: &RedisServer, line: &str) -> std::io::Result<String> {
+    let mut stream = TcpStream::connect(("127.0.0.1", server.port()))?;
+    stream.set_read_timeout(Some(Duration::from_millis(300)))?;
+    stream.write_all(format!("{line}\r\n").as_bytes())?;
+    let mut buf = [0u8; 256];
+    let n = stream.read(&mut buf)?;
+    Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
+}
+
+#[test]
+fn servers_are_independent_and_die_on_drop() {
+    let servers = RedisServer::start_many(3).unwrap();
+    let ports: std::collections::HashSet<u16> = servers.iter().map(RedisServer::port).collect();
+    assert_eq!(ports.len(), 3);
+    command(&servers[0], "SET k v").unwrap();
+    assert_eq!(command(&servers[1], "EXISTS k").unwrap(), ":0\r\n");
+    let port = servers[0].port();
+    drop(servers);
+    assert!(TcpStream::connect(("127.0.0.1", port)).is_err());
+}
+
+#[test]
+fn aof_survives_a_kill_and_restart_while_plain_servers_forget() {
+    let mut durable = Options::default().aof(Fsync::Always).start().unwrap();
+    command(&durable, "SET k v").unwrap();
+    durable.kill();
+    assert!(command(&durable, "PING").is_err());
+    durable.restart().unwrap();
+    assert_eq!(command(&durable, "GET k").unwrap(), "$1\r\nv\r\n");
+
+    let mut plain = RedisServer::start().unwrap();
+    command(&plain, "SET k v").unwrap();
+    plain.restart().unwrap();
+    assert_eq!(command(&plain, "GET k").unwrap(), "$-1\r\n");
+}
+
+#[test]
+fn a_paused_server_does_not_answer_until_resumed() {
+    let server = RedisServer::start().unwrap();
+    server.pause().unwrap();
+    assert!(command(&server, "PING").is_err());
+    server.resume().unwrap();
+    assert_eq!(command(&server, "PING").unwrap(), "+PONG\r\n");
+}
+
+#[test]
+fn a_missing_binary_is_a_clear_error() {
+    let err = Options::default()
+        .binary("/nonexistent/redis-server")
+        .start()
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("apt-get install -y redis-server"),
+        "{err}"
+    );
+}
