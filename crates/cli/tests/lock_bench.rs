@@ -1,0 +1,75 @@
+//! `seckill lock-bench` as a user runs it: the real binary, a private server.
+
+use std::process::Command;
+
+fn seckill(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_seckill"))
+        .args(args)
+        .output()
+        .expect("run seckill")
+}
+
+#[test]
+fn json_reports_an_exact_counter_in_both_modes() {
+    for mode in ["hot", "spread"] {
+        for work in ["counter", "empty"] {
+            let out = seckill(&[
+                "lock-bench",
+                "--mode",
+                mode,
+                "--work",
+                work,
+                "--clients",
+                "8",
+                "--duration",
+                "0.3",
+                "--json",
+            ]);
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(report["mode"], mode);
+            assert_eq!(report["clients"], 8);
+            assert_eq!(report["counter_ok"], true);
+            assert!(report["acquisitions"].as_u64().unwrap() > 0);
+            for field in [
+                "acquisitions_per_s",
+                "wait_p50_ms",
+                "wait_p99_ms",
+                "wait_max_ms",
+                "duration_s",
+            ] {
+                assert!(report[field].is_number(), "{field}");
+            }
+        }
+    }
+}
+
+#[test]
+fn bad_arguments_are_refused_with_a_message() {
+    for args in [
+        &["lock-bench", "--mode", "lukewarm"][..],
+        &["lock-bench", "--clients", "0"],
+        &["lock-bench", "--duration", "-1"],
+        &["lock-bench", "--duration", "nan"],
+        &["lock-bench", "--lease-ms", "1"],
+        &[
+            "lock-bench",
+            "--redis-url",
+            "not-a-url",
+            "--duration",
+            "0.1",
+        ],
+    ] {
+        let out = seckill(args);
+        assert!(!out.status.success(), "{args:?} was accepted");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !stderr.is_empty() && !stderr.contains("panicked"),
+            "{args:?}: {stderr}"
+        );
+    }
+}
