@@ -1,0 +1,166 @@
+//! [`Engine`]: one connection to Redis, and the sales on it.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+use crate::error::{Error, Result};
+use crate::keys::SaleKeys;
+use crate::records::{self, LedgerEntry};
+use crate::sale::{Inventory, Sale, SaleSpec};
+use crate::scripts::SCRIPTS;
+use crate::strategy::{CoalescerConfig, Ctx, Purchaser, Strategy};
+
+/// The sale engine. Cheap to clone.
+///
+/// ```no_run
+/// # async fn run() -> seckill_engine::Result<()> {
+/// use seckill_engine::{Engine, SaleSpec};
+/// let engine = Engine::connect("redis://127.0.0.1:6379/").await?;
+/// engine.create_sale(&SaleSpec::new("drop-1", 100).per_user_limit(1)).await?;
+/// println!("{} left", engine.sale("drop-1").await?.remaining);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Engine {
+    conn: ConnectionManager,
+    client: redis::Client,
+    locks: seckill_lock::Locks,
+    coalescer: CoalescerConfig,
+}
+
+impl Engine {
+    /// Connects with `TCP_NODELAY`, a 1 s connect and a 2 s response timeout.
+    pub async fn connect(url: &str) -> Result<Self> {
+        let client = seckill_lock::client(url)?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(1)))
+            .set_response_timeout(Some(Duration::from_secs(2)))
+            .set_number_of_retries(2);
+        let conn = ConnectionManager::new_with_config(client.clone(), config).await?;
+        let locks = seckill_lock::Locks::connect(url).await?;
+        Ok(Self {
+            conn,
+            client,
+            locks,
+            coalescer: CoalescerConfig::default(),
+        })
+    }
+
+    /// Batching bounds for `coalesced` purchasers made from now on.
+    pub fn with_coalescer(mut self, config: CoalescerConfig) -> Self {
+        self.coalescer = config;
+        self
+    }
+
+    /// Creates a sale; `SaleExists` if the id is taken.
+    pub async fn create_sale(&self, spec: &SaleSpec) -> Result<Sale> {
+        spec.validate()?;
+        let keys = SaleKeys::new(&spec.id)?;
+        let inventory = match spec.inventory {
+            Inventory::Counter => "counter",
+            Inventory::List => "list",
+        };
+        let generation: u64 = SCRIPTS
+            .create_sale
+            .key(&keys.meta)
+            .key(&keys.stock)
+            .key(&keys.tokens)
+            .arg(&spec.id)
+            .arg(&spec.name)
+            .arg(spec.stock)
+            .arg(spec.per_user_limit.unwrap_or(0))
+            .arg(spec.starts_at_ms.unwrap_or(0))
+            .arg(spec.ends_at_ms.unwrap_or(0))
+            .arg(inventory)
+            .arg(spec.payment_timeout_secs)
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        if generation == 0 {
+            return Err(Error::SaleExists(spec.id.clone()));
+        }
+        self.sale(&spec.id).await
+    }
+
+    /// A sale with its live counts; `SaleNotFound` if there is none.
+    pub async fn sale(&self, id: &str) -> Result<Sale> {
+        let keys = SaleKeys::new(id)?;
+        let (meta, stock, tokens): (HashMap<String, String>, Option<i64>, i64) = redis::pipe()
+            .hgetall(&keys.meta)
+            .get(&keys.stock)
+            .llen(&keys.tokens)
+            .query_async(&mut self.conn.clone())
+            .await?;
+        let remaining = match meta.get("inventory").map(String::as_str) {
+            Some("list") => tokens,
+            _ => stock.unwrap_or(0),
+        };
+        Sale::from_meta(&meta, remaining).ok_or_else(|| Error::SaleNotFound(id.to_owned()))
+    }
+
+    /// Deletes a sale and everything recorded under it. `false` if none.
+    pub async fn delete_sale(&self, id: &str) -> Result<bool> {
+        let keys = SaleKeys::new(id)?;
+        let mut conn = self.conn.clone();
+        let days: Vec<String> = conn.smembers(&keys.days).await?;
+        let mut all = vec![
+            keys.meta.clone(),
+            keys.stock.clone(),
+            keys.tokens.clone(),
+            keys.users.clone(),
+            keys.requests.clone(),
+            keys.orders.clone(),
+            keys.seq.clone(),
+            keys.days.clone(),
+        ];
+        all.extend(days.iter().map(|d| keys.day(d)));
+        let deleted: u64 = conn.del(all).await?;
+        Ok(deleted > 0)
+    }
+
+    /// A purchaser of sale `id` with `strategy`. Reads the sale once: the
+    /// baselines check its window against this snapshot.
+    pub async fn purchaser(&self, strategy: Strategy, id: &str) -> Result<Purchaser> {
+        let sale = self.sale(id).await?;
+        let ctx = Ctx {
+            conn: self.conn.clone(),
+            keys: SaleKeys::new(id)?,
+            sale,
+        };
+        Purchaser::new(strategy, ctx, &self.locks, &self.client, self.coalescer)
+    }
+
+    /// Every order recorded for a sale (stream and per-day records).
+    pub async fn ledger(&self, id: &str) -> Result<Vec<LedgerEntry>> {
+        records::ledger(&mut self.conn.clone(), &SaleKeys::new(id)?).await
+    }
+
+    /// Units each user has bought, as the engine counts them.
+    pub async fn buyers(&self, id: &str) -> Result<HashMap<String, u64>> {
+        let keys = SaleKeys::new(id)?;
+        Ok(self.conn.clone().hgetall(&keys.users).await?)
+    }
+
+    /// Length of the sale's order-event stream.
+    pub async fn stream_len(&self, id: &str) -> Result<u64> {
+        let keys = SaleKeys::new(id)?;
+        Ok(self.conn.clone().xlen(&keys.orders).await?)
+    }
+
+    /// The keys a script-level baseline (e.g. `redis-benchmark`) must pass
+    /// to the purchase script for sale `id`, in order.
+    pub fn purchase_keys(id: &str) -> Result<Vec<String>> {
+        Ok(SaleKeys::new(id)?
+            .purchase()
+            .iter()
+            .map(|k| (*k).to_owned())
+            .collect())
+    }
+
+    /// The stock key of sale `id` (what the seeds' script decrements).
+    pub fn stock_key(id: &str) -> Result<String> {
+        Ok(SaleKeys::new(id)?.stock)
+    }
+}

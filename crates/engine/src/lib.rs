@@ -1,0 +1,51 @@
+//! The flash-sale engine: sells a sale's stock to concurrent buyers on Redis
+//! without overselling, by six interchangeable strategies.
+//!
+//! Modules:
+//! - `engine`: [`Engine`], the connection; creates, reads, deletes sales.
+//! - `sale`: [`SaleSpec`], [`Sale`], [`Status`], [`Inventory`].
+//! - `order`: [`PurchaseRequest`], [`Outcome`], [`Order`].
+//! - `strategy`: [`Strategy`] and [`Purchaser`], one module per strategy:
+//!   `locked`, `watch`, `list`, `lua` (the source articles' ways) and
+//!   `atomic`, `coalesced` (the production path).
+//! - `records`: order records and the [`LedgerEntry`] reader used to verify
+//!   any strategy.
+//! - `race`: [`race()`], many concurrent buyers through one purchaser.
+//! - `verify`: [`verify()`] checks a finished sale against its invariants
+//!   (no oversell, no undersell, limits, every acknowledged order recorded).
+//! - `keys`: key layout under the `{sale:ID}` hash tag, id validation.
+//! - `scripts`: the Lua scripts (`src/lua/*.lua`), called by SHA.
+//! - `error`: [`Error`].
+//!
+//! ```no_run
+//! # async fn run() -> seckill_engine::Result<()> {
+//! use seckill_engine::{Engine, Outcome, PurchaseRequest, SaleSpec, Strategy};
+//! let engine = Engine::connect("redis://127.0.0.1:6379/").await?;
+//! engine.create_sale(&SaleSpec::new("drop-1", 100).per_user_limit(2)).await?;
+//! let buy = engine.purchaser(Strategy::Coalesced, "drop-1").await?;
+//! let outcome = buy.purchase(&PurchaseRequest::new("alice").quantity(2)).await?;
+//! assert!(matches!(outcome, Outcome::Ok(_)));
+//! # Ok(()) }
+//! ```
+
+mod engine;
+mod error;
+mod keys;
+mod order;
+mod race;
+mod records;
+mod sale;
+mod scripts;
+mod strategy;
+mod verify;
+
+pub use engine::Engine;
+pub use error::{Error, Result};
+pub use keys::{MAX_ID_LEN, check_id};
+pub use order::{MAX_QUANTITY, Order, Outcome, PurchaseRequest};
+pub use race::{Race, race};
+pub use records::LedgerEntry;
+pub use sale::{Inventory, MAX_STOCK, Sale, SaleSpec, Status};
+pub use scripts::{purchase_script, seed_script};
+pub use strategy::{CoalescerConfig, Purchaser, Strategy};
+pub use verify::{Demand, Verdict, verify};

@@ -1,0 +1,97 @@
+//! Purchase requests and their typed answers.
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::keys::check_id;
+
+/// Most units one purchase may ask for.
+pub const MAX_QUANTITY: u32 = 1_000;
+
+/// One buyer asking for units of a sale.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PurchaseRequest {
+    pub user_id: String,
+    pub quantity: u32,
+    /// Retrying with the same id returns the first purchase instead of
+    /// buying again (`atomic` and `coalesced` strategies).
+    pub request_id: Option<String>,
+}
+
+impl PurchaseRequest {
+    /// One unit for `user_id`, without a request id.
+    pub fn new(user_id: &str) -> Self {
+        Self {
+            user_id: user_id.to_owned(),
+            quantity: 1,
+            request_id: None,
+        }
+    }
+
+    pub fn quantity(mut self, quantity: u32) -> Self {
+        self.quantity = quantity;
+        self
+    }
+
+    pub fn request_id(mut self, id: &str) -> Self {
+        self.request_id = Some(id.to_owned());
+        self
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        check_id("user_id", &self.user_id)?;
+        if let Some(id) = &self.request_id {
+            check_id("request_id", id)?;
+        }
+        if self.quantity == 0 || self.quantity > MAX_QUANTITY {
+            return Err(Error::Invalid {
+                field: "quantity",
+                reason: format!("must be 1-{MAX_QUANTITY}"),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// An order the engine created.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Order {
+    pub order_id: String,
+    pub quantity: u32,
+}
+
+/// How a purchase was answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Bought: the new order.
+    Ok(Order),
+    /// This request id already bought: the original order, nothing sold now.
+    Duplicate(Order),
+    SoldOut,
+    /// The user would exceed the per-user limit.
+    LimitExceeded,
+    NotStarted,
+    Ended,
+}
+
+impl Outcome {
+    /// The order, for `Ok` and `Duplicate`.
+    pub fn order(&self) -> Option<&Order> {
+        match self {
+            Self::Ok(o) | Self::Duplicate(o) => Some(o),
+            _ => None,
+        }
+    }
+
+    /// A stable snake_case name (for metrics, JSON and logs).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Ok(_) => "ok",
+            Self::Duplicate(_) => "duplicate",
+            Self::SoldOut => "sold_out",
+            Self::LimitExceeded => "limit_exceeded",
+            Self::NotStarted => "not_started",
+            Self::Ended => "ended",
+        }
+    }
+}

@@ -1,0 +1,197 @@
+//! Sales: what is sold, to whom, when; created, read and deleted in Redis.
+
+use std::collections::HashMap;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::keys::check_id;
+
+/// Most units one sale may hold.
+pub const MAX_STOCK: u64 = 1_000_000_000;
+
+/// How a sale's stock is kept in Redis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Inventory {
+    /// A counter of units left: every strategy but `list`.
+    Counter,
+    /// One list element per unit, popped by the `list` strategy.
+    List,
+}
+
+/// A sale to create.
+///
+/// ```
+/// let spec = seckill_engine::SaleSpec::new("drop-1", 100).per_user_limit(2);
+/// assert_eq!(spec.stock, 100);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SaleSpec {
+    pub id: String,
+    pub name: String,
+    pub stock: u64,
+    /// Units one user may buy; `None` for no limit.
+    pub per_user_limit: Option<u32>,
+    /// Milliseconds since the Unix epoch; `None` for "already open".
+    pub starts_at_ms: Option<u64>,
+    /// Milliseconds since the Unix epoch; `None` for "until sold out".
+    pub ends_at_ms: Option<u64>,
+    pub inventory: Inventory,
+    /// How long a buyer has to pay before the order expires.
+    pub payment_timeout_secs: u64,
+}
+
+impl SaleSpec {
+    /// A counter-inventory sale open now, without a per-user limit.
+    pub fn new(id: &str, stock: u64) -> Self {
+        Self {
+            id: id.to_owned(),
+            name: id.to_owned(),
+            stock,
+            per_user_limit: None,
+            starts_at_ms: None,
+            ends_at_ms: None,
+            inventory: Inventory::Counter,
+            payment_timeout_secs: 900,
+        }
+    }
+
+    pub fn name(mut self, name: &str) -> Self {
+        name.clone_into(&mut self.name);
+        self
+    }
+
+    pub fn per_user_limit(mut self, limit: u32) -> Self {
+        self.per_user_limit = Some(limit);
+        self
+    }
+
+    pub fn window(mut self, starts_at_ms: Option<u64>, ends_at_ms: Option<u64>) -> Self {
+        self.starts_at_ms = starts_at_ms;
+        self.ends_at_ms = ends_at_ms;
+        self
+    }
+
+    pub fn inventory(mut self, inventory: Inventory) -> Self {
+        self.inventory = inventory;
+        self
+    }
+
+    pub fn payment_timeout_secs(mut self, secs: u64) -> Self {
+        self.payment_timeout_secs = secs;
+        self
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        check_id("sale id", &self.id)?;
+        let invalid = |field, reason: &str| {
+            Err(Error::Invalid {
+                field,
+                reason: reason.to_owned(),
+            })
+        };
+        if self.name.is_empty() || self.name.len() > 256 {
+            return invalid("name", "must be 1-256 bytes");
+        }
+        if self.stock > MAX_STOCK {
+            return invalid("stock", "must be at most 1,000,000,000");
+        }
+        if self.per_user_limit == Some(0) {
+            return invalid(
+                "per_user_limit",
+                "must be at least 1 (omit it for no limit)",
+            );
+        }
+        if let (Some(start), Some(end)) = (self.starts_at_ms, self.ends_at_ms)
+            && end <= start
+        {
+            return invalid("ends_at", "must be after starts_at");
+        }
+        Ok(())
+    }
+}
+
+/// Where a sale stands now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Upcoming,
+    Active,
+    SoldOut,
+    Ended,
+}
+
+/// A sale as stored, with its live counts.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Sale {
+    pub id: String,
+    pub name: String,
+    pub stock: u64,
+    pub remaining: u64,
+    pub sold: u64,
+    pub per_user_limit: Option<u32>,
+    pub starts_at_ms: Option<u64>,
+    pub ends_at_ms: Option<u64>,
+    pub inventory: Inventory,
+    pub payment_timeout_secs: u64,
+    pub status: Status,
+    /// Creation time in ms: tells apart two sales that reused an id.
+    pub generation: u64,
+}
+
+impl Sale {
+    /// Builds a sale from its meta hash and its units left; `None` if the
+    /// hash is empty (no such sale).
+    pub(crate) fn from_meta(meta: &HashMap<String, String>, remaining: i64) -> Option<Self> {
+        let num = |k: &str| meta.get(k).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        let generation = num("gen");
+        if generation == 0 {
+            return None;
+        }
+        let stock = num("stock");
+        let remaining = u64::try_from(remaining).unwrap_or(0);
+        let nonzero = |v: u64| (v > 0).then_some(v);
+        let mut sale = Self {
+            id: meta.get("id").cloned().unwrap_or_default(),
+            name: meta.get("name").cloned().unwrap_or_default(),
+            stock,
+            remaining,
+            sold: stock.saturating_sub(remaining),
+            per_user_limit: nonzero(num("limit")).map(|l| l as u32),
+            starts_at_ms: nonzero(num("start")),
+            ends_at_ms: nonzero(num("end")),
+            inventory: if meta.get("inventory").map(String::as_str) == Some("list") {
+                Inventory::List
+            } else {
+                Inventory::Counter
+            },
+            payment_timeout_secs: num("payment_timeout"),
+            status: Status::Active,
+            generation,
+        };
+        sale.status = sale.status_at(now_ms());
+        Some(sale)
+    }
+
+    /// The status at `now_ms` (ms since the Unix epoch).
+    pub fn status_at(&self, now_ms: u64) -> Status {
+        if self.starts_at_ms.is_some_and(|s| now_ms < s) {
+            Status::Upcoming
+        } else if self.ends_at_ms.is_some_and(|e| now_ms >= e) {
+            Status::Ended
+        } else if self.remaining == 0 {
+            Status::SoldOut
+        } else {
+            Status::Active
+        }
+    }
+}
+
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,36 @@
+use std::sync::LazyLock;
+
+use redis::Script;
+
+/// The engine's Lua scripts, sent by SHA; redis-rs reloads one by itself
+/// when the server answers `NOSCRIPT` (nothing ran, so that is safe).
+pub(crate) struct Scripts {
+    pub create_sale: Script,
+    pub purchase: Script,
+    pub purchase_batch: Script,
+    pub seed_decr: Script,
+}
+
+pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
+    create_sale: Script::new(include_str!("lua/create_sale.lua")),
+    purchase: Script::new(concat!(
+        include_str!("lua/purchase_common.lua"),
+        include_str!("lua/purchase.lua")
+    )),
+    purchase_batch: Script::new(concat!(
+        include_str!("lua/purchase_common.lua"),
+        include_str!("lua/purchase_batch.lua")
+    )),
+    seed_decr: Script::new(include_str!("lua/seed_decr.lua")),
+});
+
+/// The source of the full purchase script, for baselines such as
+/// `redis-benchmark` that must run exactly what the engine runs.
+pub fn purchase_script() -> &'static Script {
+    &SCRIPTS.purchase
+}
+
+/// The source articles' check-and-decrement script.
+pub fn seed_script() -> &'static Script {
+    &SCRIPTS.seed_decr
+}

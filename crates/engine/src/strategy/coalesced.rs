@@ -1,0 +1,134 @@
+//! `coalesced`: concurrent purchases in this process ride one script call.
+//!
+//! Callers queue their request; a worker takes whatever is queued (up to
+//! `max_batch`, waiting at most `max_wait` for more) and sends it as one
+//! `purchase_batch.lua` call, which answers each purchase exactly as the
+//! single-purchase script would. Up to `max_in_flight` batches are on the wire
+//! at once, so batching never leaves the connection idle. A batch shares one
+//! read of the sale and one stock write, which is where the speed comes from.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{Semaphore, mpsc, oneshot};
+
+use super::{Ctx, parse_answer};
+use crate::error::{Error, Result};
+use crate::order::{Outcome, PurchaseRequest};
+use crate::scripts::SCRIPTS;
+
+/// Batching bounds of a coalesced purchaser.
+#[derive(Clone, Copy, Debug)]
+pub struct CoalescerConfig {
+    /// Most purchases in one script call.
+    pub max_batch: usize,
+    /// Longest the first purchase of a batch waits for company. Zero: send
+    /// what is queued at once (batches still form while others are in flight).
+    pub max_wait: Duration,
+    /// Batches on the wire at once.
+    pub max_in_flight: usize,
+}
+
+impl Default for CoalescerConfig {
+    fn default() -> Self {
+        Self {
+            max_batch: 128,
+            max_wait: Duration::ZERO,
+            max_in_flight: 2,
+        }
+    }
+}
+
+type Job = (PurchaseRequest, oneshot::Sender<Result<Outcome>>);
+
+pub(crate) struct Coalescer {
+    tx: mpsc::Sender<Job>,
+}
+
+impl Coalescer {
+    pub fn start(ctx: Ctx, config: CoalescerConfig) -> Self {
+        let config = CoalescerConfig {
+            max_batch: config.max_batch.clamp(1, 4096),
+            max_in_flight: config.max_in_flight.max(1),
+            ..config
+        };
+        let (tx, rx) = mpsc::channel(config.max_batch * config.max_in_flight * 4);
+        tokio::spawn(gather(ctx, config, rx));
+        Self { tx }
+    }
+
+    pub async fn purchase(&self, req: &PurchaseRequest) -> Result<Outcome> {
+        let (reply, answer) = oneshot::channel();
+        self.tx
+            .send((req.clone(), reply))
+            .await
+            .map_err(|_| Error::Closed)?;
+        answer.await.map_err(|_| Error::Closed)?
+    }
+}
+
+/// Ends when every `Coalescer` handle is dropped and the queue is drained.
+async fn gather(ctx: Ctx, config: CoalescerConfig, mut rx: mpsc::Receiver<Job>) {
+    let slots = Arc::new(Semaphore::new(config.max_in_flight));
+    while let Some(first) = rx.recv().await {
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        let mut batch = vec![first];
+        // Everything that queued while we waited for a slot joins this batch.
+        while batch.len() < config.max_batch {
+            match rx.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        if batch.len() < config.max_batch && !config.max_wait.is_zero() {
+            let deadline = tokio::time::Instant::now() + config.max_wait;
+            while batch.len() < config.max_batch {
+                match tokio::time::timeout_at(deadline, rx.recv()).await {
+                    Ok(Some(job)) => batch.push(job),
+                    _ => break,
+                }
+            }
+        }
+        let ctx = ctx.clone();
+        tokio::spawn(async move {
+            send(&ctx, batch).await;
+            drop(slot);
+        });
+    }
+}
+
+async fn send(ctx: &Ctx, batch: Vec<Job>) {
+    let mut invocation = SCRIPTS.purchase_batch.prepare_invoke();
+    invocation.key(&ctx.keys.purchase()[..]);
+    for (req, _) in &batch {
+        invocation
+            .arg(&req.user_id)
+            .arg(req.quantity)
+            .arg(req.request_id.as_deref().unwrap_or(""));
+    }
+    let answers: Result<Vec<Vec<String>>> = invocation
+        .invoke_async(&mut ctx.conn.clone())
+        .await
+        .map_err(|e| Error::Batch(e.to_string()));
+    match answers {
+        Ok(answers) if answers.len() == batch.len() => {
+            for ((_, reply), answer) in batch.into_iter().zip(answers) {
+                let _ = reply.send(parse_answer(&ctx.keys.id, answer));
+            }
+        }
+        Ok(answers) => {
+            let e = format!("{} answers for {} purchases", answers.len(), batch.len());
+            for (_, reply) in batch {
+                let _ = reply.send(Err(Error::Batch(e.clone())));
+            }
+        }
+        Err(e) => {
+            let e = e.to_string();
+            for (_, reply) in batch {
+                let _ = reply.send(Err(Error::Batch(e.clone())));
+            }
+        }
+    }
+}

@@ -1,0 +1,26 @@
+//! `lua`: the source articles' check-and-decrement script (seed 003).
+
+use super::{Ctx, reserve_then_take};
+use crate::error::Result;
+use crate::order::{Outcome, PurchaseRequest};
+use crate::scripts::SCRIPTS;
+
+pub(crate) struct Lua {
+    ctx: Ctx,
+}
+
+impl Lua {
+    pub fn new(ctx: Ctx) -> Self {
+        Self { ctx }
+    }
+
+    pub async fn purchase(&self, req: &PurchaseRequest) -> Result<Outcome> {
+        let stock = &self.ctx.keys.stock;
+        reserve_then_take(&self.ctx, req, |mut conn| async move {
+            // The script answers Lua `true` (integer 1) or nil.
+            let taken: Option<i64> = SCRIPTS.seed_decr.key(stock).invoke_async(&mut conn).await?;
+            Ok(taken.is_some())
+        })
+        .await
+    }
+}

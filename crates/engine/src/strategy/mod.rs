@@ -1,0 +1,269 @@
+//! The purchase strategies behind one interface, [`Purchaser`].
+//!
+//! The first four are the source articles' ways, each done right and kept
+//! as a measured baseline; `atomic` and `coalesced` are the production path.
+//! Baselines sell one unit per purchase, check the sale window against this
+//! process's clock, and record orders in the articles' per-day hashes; they
+//! do not remember request ids.
+
+mod atomic;
+mod coalesced;
+mod list;
+mod locked;
+mod lua;
+mod watch;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use redis::aio::ConnectionManager;
+use serde::Serialize;
+
+pub use coalesced::CoalescerConfig;
+
+use crate::error::{Error, Result};
+use crate::keys::SaleKeys;
+use crate::order::{Order, Outcome, PurchaseRequest};
+use crate::records;
+use crate::sale::{Inventory, Sale, now_ms};
+
+/// How a purchase takes stock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Strategy {
+    /// The distributed lock around read stock → write stock − 1.
+    Lock,
+    /// `WATCH`/`MULTI` optimistic transaction, retried on conflict.
+    Watch,
+    /// `LPOP` of one pre-filled token per unit.
+    List,
+    /// The articles' Lua check-and-decrement.
+    Lua,
+    /// One server-side script: window, limit, idempotency, stock, order event.
+    Atomic,
+    /// `atomic`, with concurrent purchases of this process sent as batches.
+    Coalesced,
+}
+
+impl Strategy {
+    pub const ALL: [Strategy; 6] = [
+        Self::Lock,
+        Self::Watch,
+        Self::List,
+        Self::Lua,
+        Self::Atomic,
+        Self::Coalesced,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Lock => "lock",
+            Self::Watch => "watch",
+            Self::List => "list",
+            Self::Lua => "lua",
+            Self::Atomic => "atomic",
+            Self::Coalesced => "coalesced",
+        }
+    }
+
+    /// The inventory a sale needs for this strategy.
+    pub fn inventory(self) -> Inventory {
+        match self {
+            Self::List => Inventory::List,
+            _ => Inventory::Counter,
+        }
+    }
+}
+
+/// What every strategy works with: a connection and the sale it sells.
+#[derive(Clone)]
+pub(crate) struct Ctx {
+    pub conn: ConnectionManager,
+    pub keys: SaleKeys,
+    pub sale: Sale,
+}
+
+impl Ctx {
+    /// Baselines check the window here, against this process's clock.
+    fn window(&self) -> Option<Outcome> {
+        let now = now_ms();
+        if self.sale.starts_at_ms.is_some_and(|s| now < s) {
+            Some(Outcome::NotStarted)
+        } else if self.sale.ends_at_ms.is_some_and(|e| now >= e) {
+            Some(Outcome::Ended)
+        } else {
+            None
+        }
+    }
+
+    fn limit(&self) -> Option<u64> {
+        self.sale.per_user_limit.map(u64::from)
+    }
+}
+
+/// The per-user limit for baselines without a lock or transaction of their
+/// own (`list`, `lua`): reserve the allowance first (`HINCRBY`), then take a
+/// unit with `take`, giving the allowance back when no unit was left. No user
+/// ever ends above the limit. If `take` fails with an error the allowance
+/// stays reserved, since the unit may have been taken.
+async fn reserve_then_take<F, Fut>(ctx: &Ctx, req: &PurchaseRequest, take: F) -> Result<Outcome>
+where
+    F: FnOnce(ConnectionManager) -> Fut,
+    Fut: Future<Output = Result<bool>>,
+{
+    use redis::AsyncCommands;
+    if let Some(refusal) = ctx.window() {
+        return Ok(refusal);
+    }
+    let mut conn = ctx.conn.clone();
+    let user = &req.user_id;
+    let bought: u64 = conn.hincr(&ctx.keys.users, user, 1).await?;
+    let refusal = if ctx.limit().is_some_and(|limit| bought > limit) {
+        Some(Outcome::LimitExceeded)
+    } else if !take(conn.clone()).await? {
+        Some(Outcome::SoldOut)
+    } else {
+        None
+    };
+    if let Some(refusal) = refusal {
+        let _: i64 = conn.hincr(&ctx.keys.users, user, -1).await?;
+        return Ok(refusal);
+    }
+    let order_id = records::order_id(&ctx.keys.id, ctx.sale.generation);
+    let mut pipe = redis::pipe();
+    records::record(&mut pipe, &ctx.keys, &order_id, user);
+    let () = pipe.query_async(&mut conn).await?;
+    Ok(Outcome::Ok(Order {
+        order_id,
+        quantity: 1,
+    }))
+}
+
+enum Imp {
+    Lock(locked::Locked),
+    Watch(watch::Watch),
+    List(list::List),
+    Lua(lua::Lua),
+    Atomic(atomic::Atomic),
+    Coalesced(coalesced::Coalescer),
+}
+
+/// Buys units of one sale with one strategy. Cheap to clone; share it.
+///
+/// ```no_run
+/// # async fn run(engine: seckill_engine::Engine) -> seckill_engine::Result<()> {
+/// use seckill_engine::{Outcome, PurchaseRequest, Strategy};
+/// let buy = engine.purchaser(Strategy::Atomic, "drop-1").await?;
+/// match buy.purchase(&PurchaseRequest::new("alice").request_id("r-1")).await? {
+///     Outcome::Ok(order) => println!("order {}", order.order_id),
+///     other => println!("refused: {}", other.code()),
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Purchaser {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    strategy: Strategy,
+    imp: Imp,
+    attempts: AtomicU64,
+}
+
+impl Purchaser {
+    pub(crate) fn new(
+        strategy: Strategy,
+        ctx: Ctx,
+        locks: &seckill_lock::Locks,
+        client: &redis::Client,
+        coalescer: CoalescerConfig,
+    ) -> Result<Self> {
+        if ctx.sale.inventory != strategy.inventory() {
+            return Err(Error::Unsupported {
+                strategy: strategy.name(),
+                sale: ctx.sale.id.clone(),
+                reason: match strategy.inventory() {
+                    Inventory::List => "needs a sale created with list inventory",
+                    Inventory::Counter => "needs a sale created with counter inventory",
+                },
+            });
+        }
+        let imp = match strategy {
+            Strategy::Lock => Imp::Lock(locked::Locked::new(ctx, locks)?),
+            Strategy::Watch => Imp::Watch(watch::Watch::new(ctx, client.clone())),
+            Strategy::List => Imp::List(list::List::new(ctx)),
+            Strategy::Lua => Imp::Lua(lua::Lua::new(ctx)),
+            Strategy::Atomic => Imp::Atomic(atomic::Atomic::new(ctx)),
+            Strategy::Coalesced => Imp::Coalesced(coalesced::Coalescer::start(ctx, coalescer)),
+        };
+        Ok(Self {
+            shared: Arc::new(Shared {
+                strategy,
+                imp,
+                attempts: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    pub fn strategy(&self) -> Strategy {
+        self.shared.strategy
+    }
+
+    /// Tries to buy. Refusals are `Ok(outcome)`; `Err` means the answer is
+    /// unknown (retry with the same request id where the strategy keeps them).
+    pub async fn purchase(&self, req: &PurchaseRequest) -> Result<Outcome> {
+        req.validate()?;
+        let baseline = !matches!(self.shared.strategy, Strategy::Atomic | Strategy::Coalesced);
+        if baseline && req.quantity != 1 {
+            return Err(Error::Invalid {
+                field: "quantity",
+                reason: format!(
+                    "the {} strategy sells one unit at a time",
+                    self.shared.strategy.name()
+                ),
+            });
+        }
+        let attempts = &self.shared.attempts;
+        let (outcome, tries) = match &self.shared.imp {
+            Imp::Lock(s) => (s.purchase(req).await?, 1),
+            Imp::Watch(s) => s.purchase(req).await?,
+            Imp::List(s) => (s.purchase(req).await?, 1),
+            Imp::Lua(s) => (s.purchase(req).await?, 1),
+            Imp::Atomic(s) => (s.purchase(req).await?, 1),
+            Imp::Coalesced(s) => (s.purchase(req).await?, 1),
+        };
+        attempts.fetch_add(tries, Ordering::Relaxed);
+        Ok(outcome)
+    }
+
+    /// Attempts made so far: purchases, plus `watch`'s retries on conflict.
+    pub fn attempts(&self) -> u64 {
+        self.shared.attempts.load(Ordering::Relaxed)
+    }
+}
+
+/// Parses one answer of the purchase scripts.
+pub(crate) fn parse_answer(sale: &str, items: Vec<String>) -> Result<Outcome> {
+    let bad = || Error::Batch(format!("unexpected purchase script answer: {items:?}"));
+    Ok(match items.first().map(String::as_str) {
+        Some("ok") => Outcome::Ok(Order {
+            order_id: items.get(1).cloned().ok_or_else(bad)?,
+            quantity: items.get(2).and_then(|q| q.parse().ok()).ok_or_else(bad)?,
+        }),
+        Some("dup") => {
+            let prev = items.get(1).ok_or_else(bad)?;
+            let (id, qty) = prev.split_once('|').ok_or_else(bad)?;
+            Outcome::Duplicate(Order {
+                order_id: id.to_owned(),
+                quantity: qty.parse().map_err(|_| bad())?,
+            })
+        }
+        Some("sold_out") => Outcome::SoldOut,
+        Some("limit") => Outcome::LimitExceeded,
+        Some("not_started") => Outcome::NotStarted,
+        Some("ended") => Outcome::Ended,
+        Some("no_sale") => return Err(Error::SaleNotFound(sale.to_owned())),
+        _ => return Err(bad()),
+    })
+}
