@@ -1,0 +1,277 @@
+//! The sale rules every strategy must keep: per-user limit under
+//! concurrency, idempotent request ids, the sale window, and the sale API.
+
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use seckill_engine::{
+    Engine, Error, Inventory, Outcome, PurchaseRequest, SaleSpec, Status, Strategy,
+};
+use seckill_testkit::RedisServer;
+
+async fn setup() -> (RedisServer, Engine) {
+    let server = RedisServer::start().unwrap();
+    let engine = Engine::connect(&server.url()).await.unwrap();
+    (server, engine)
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_user_racing_itself_never_passes_the_limit() {
+    let (_server, engine) = setup().await;
+    for strategy in Strategy::ALL {
+        let id = format!("limit-{}", strategy.name());
+        let spec = SaleSpec::new(&id, 100)
+            .per_user_limit(3)
+            .inventory(strategy.inventory());
+        engine.create_sale(&spec).await.unwrap();
+        let buy = engine.purchaser(strategy, &id).await.unwrap();
+        let req = PurchaseRequest::new("greedy");
+        let answers = join_all((0..50).map(|_| buy.purchase(&req))).await;
+        let ok = answers
+            .iter()
+            .filter(|a| matches!(a, Ok(Outcome::Ok(_))))
+            .count();
+        let refused = answers
+            .iter()
+            .filter(|a| matches!(a, Ok(Outcome::LimitExceeded)))
+            .count();
+        assert_eq!((ok, refused), (3, 47), "{strategy:?}: {answers:?}");
+        assert_eq!(
+            engine.buyers(&id).await.unwrap()["greedy"],
+            3,
+            "{strategy:?}"
+        );
+        assert_eq!(
+            engine.sale(&id).await.unwrap().remaining,
+            97,
+            "{strategy:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_unit_purchases_respect_limit_and_stock() {
+    let (_server, engine) = setup().await;
+    for strategy in [Strategy::Atomic, Strategy::Coalesced] {
+        let id = format!("multi-{}", strategy.name());
+        engine
+            .create_sale(&SaleSpec::new(&id, 5).per_user_limit(4))
+            .await
+            .unwrap();
+        let buy = engine.purchaser(strategy, &id).await.unwrap();
+        let two = |user: &str| PurchaseRequest::new(user).quantity(2);
+        let req = two("a");
+        let answers = join_all((0..10).map(|_| buy.purchase(&req))).await;
+        let ok = answers
+            .iter()
+            .filter(|a| matches!(a, Ok(Outcome::Ok(_))))
+            .count();
+        assert_eq!(ok, 2, "{strategy:?}: a may buy 2 x 2 under a limit of 4");
+        // 1 unit left: 2 are refused as sold out, 1 is sold.
+        assert_eq!(buy.purchase(&two("b")).await.unwrap(), Outcome::SoldOut);
+        assert!(matches!(
+            buy.purchase(&PurchaseRequest::new("b")).await.unwrap(),
+            Outcome::Ok(o) if o.quantity == 1
+        ));
+        assert_eq!(engine.sale(&id).await.unwrap().remaining, 0);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_request_id_returns_the_first_order_and_sells_once() {
+    let (_server, engine) = setup().await;
+    for strategy in [Strategy::Atomic, Strategy::Coalesced] {
+        let id = format!("idem-{}", strategy.name());
+        engine.create_sale(&SaleSpec::new(&id, 10)).await.unwrap();
+        let buy = engine.purchaser(strategy, &id).await.unwrap();
+        let req = PurchaseRequest::new("bob").quantity(2).request_id("req-1");
+        let answers: Vec<Outcome> = join_all((0..20).map(|_| buy.purchase(&req)))
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+        let first: Vec<_> = answers
+            .iter()
+            .filter(|a| matches!(a, Outcome::Ok(_)))
+            .collect();
+        assert_eq!(first.len(), 1, "{strategy:?}: {answers:?}");
+        let order = first[0].order().unwrap().clone();
+        for a in &answers {
+            assert_eq!(a.order(), Some(&order), "{strategy:?}");
+        }
+        assert_eq!(engine.sale(&id).await.unwrap().remaining, 8);
+        assert_eq!(engine.stream_len(&id).await.unwrap(), 1);
+        // A different request id buys again.
+        let again = buy
+            .purchase(&PurchaseRequest::new("bob").request_id("req-2"))
+            .await
+            .unwrap();
+        assert!(matches!(again, Outcome::Ok(o) if o.order_id != order.order_id));
+    }
+}
+
+#[tokio::test]
+async fn a_refused_request_id_can_be_retried() {
+    let (_server, engine) = setup().await;
+    engine
+        .create_sale(&SaleSpec::new("retry", 1).per_user_limit(1))
+        .await
+        .unwrap();
+    let buy = engine.purchaser(Strategy::Atomic, "retry").await.unwrap();
+    let first = PurchaseRequest::new("a").request_id("r1");
+    assert!(matches!(
+        buy.purchase(&first).await.unwrap(),
+        Outcome::Ok(_)
+    ));
+    let over = PurchaseRequest::new("a").request_id("r2");
+    assert_eq!(buy.purchase(&over).await.unwrap(), Outcome::LimitExceeded);
+    assert_eq!(buy.purchase(&over).await.unwrap(), Outcome::LimitExceeded);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sales_outside_their_window_refuse_every_strategy() {
+    let (_server, engine) = setup().await;
+    let now = now_ms();
+    for strategy in Strategy::ALL {
+        let early = format!("early-{}", strategy.name());
+        let late = format!("late-{}", strategy.name());
+        let inv = strategy.inventory();
+        let future = SaleSpec::new(&early, 5)
+            .window(Some(now + 60_000), None)
+            .inventory(inv);
+        let past = SaleSpec::new(&late, 5)
+            .window(Some(now - 60_000), Some(now - 1_000))
+            .inventory(inv);
+        engine.create_sale(&future).await.unwrap();
+        engine.create_sale(&past).await.unwrap();
+        assert_eq!(engine.sale(&early).await.unwrap().status, Status::Upcoming);
+        assert_eq!(engine.sale(&late).await.unwrap().status, Status::Ended);
+        let req = PurchaseRequest::new("u");
+        let buy = engine.purchaser(strategy, &early).await.unwrap();
+        assert_eq!(
+            buy.purchase(&req).await.unwrap(),
+            Outcome::NotStarted,
+            "{strategy:?}"
+        );
+        let buy = engine.purchaser(strategy, &late).await.unwrap();
+        assert_eq!(
+            buy.purchase(&req).await.unwrap(),
+            Outcome::Ended,
+            "{strategy:?}"
+        );
+        assert_eq!(engine.sale(&early).await.unwrap().remaining, 5);
+    }
+}
+
+#[tokio::test]
+async fn a_sale_that_opens_soon_starts_selling_on_time() {
+    let (_server, engine) = setup().await;
+    let spec = SaleSpec::new("soon", 1).window(Some(now_ms() + 300), None);
+    engine.create_sale(&spec).await.unwrap();
+    let buy = engine.purchaser(Strategy::Atomic, "soon").await.unwrap();
+    let req = PurchaseRequest::new("u");
+    assert_eq!(buy.purchase(&req).await.unwrap(), Outcome::NotStarted);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(matches!(buy.purchase(&req).await.unwrap(), Outcome::Ok(_)));
+    assert_eq!(engine.sale("soon").await.unwrap().status, Status::SoldOut);
+}
+
+#[tokio::test]
+async fn the_sale_api_creates_reads_and_deletes() {
+    let (_server, engine) = setup().await;
+    let spec = SaleSpec::new("s-1", 7).name("Drop").per_user_limit(2);
+    let sale = engine.create_sale(&spec).await.unwrap();
+    assert_eq!(
+        (sale.stock, sale.remaining, sale.sold, sale.status),
+        (7, 7, 0, Status::Active)
+    );
+    assert_eq!(sale.per_user_limit, Some(2));
+    assert_eq!(sale.name, "Drop");
+    assert!(matches!(
+        engine.create_sale(&spec).await,
+        Err(Error::SaleExists(_))
+    ));
+
+    let buy = engine.purchaser(Strategy::Atomic, "s-1").await.unwrap();
+    buy.purchase(&PurchaseRequest::new("x")).await.unwrap();
+    let sale = engine.sale("s-1").await.unwrap();
+    assert_eq!((sale.remaining, sale.sold), (6, 1));
+
+    assert!(engine.delete_sale("s-1").await.unwrap());
+    assert!(matches!(
+        engine.sale("s-1").await,
+        Err(Error::SaleNotFound(_))
+    ));
+    assert!(!engine.delete_sale("s-1").await.unwrap());
+    assert!(matches!(
+        buy.purchase(&PurchaseRequest::new("x")).await,
+        Err(Error::SaleNotFound(_))
+    ));
+    // The id can be reused; the new sale's orders cannot collide with the old.
+    let reborn = engine.create_sale(&spec).await.unwrap();
+    assert_eq!(reborn.remaining, 7);
+}
+
+#[tokio::test]
+async fn bad_input_is_refused_with_the_field_named() {
+    let (_server, engine) = setup().await;
+    fn invalid<T: std::fmt::Debug>(r: Result<T, Error>) -> &'static str {
+        match r {
+            Err(Error::Invalid { field, .. }) => field,
+            other => panic!("expected Invalid, got {other:?}"),
+        }
+    }
+    for id in ["", "a b", "a{b}", "ü", &"x".repeat(65)] {
+        assert_eq!(
+            invalid(engine.create_sale(&SaleSpec::new(id, 1)).await),
+            "sale id"
+        );
+        assert_eq!(invalid(engine.sale(id).await), "sale id");
+    }
+    let limit0 = SaleSpec::new("z", 1).per_user_limit(0);
+    assert_eq!(invalid(engine.create_sale(&limit0).await), "per_user_limit");
+    let backwards = SaleSpec::new("z", 1).window(Some(10), Some(5));
+    assert_eq!(invalid(engine.create_sale(&backwards).await), "ends_at");
+    let huge = SaleSpec::new("z", seckill_engine::MAX_STOCK + 1);
+    assert_eq!(invalid(engine.create_sale(&huge).await), "stock");
+
+    engine.create_sale(&SaleSpec::new("z", 5)).await.unwrap();
+    let buy = engine.purchaser(Strategy::Atomic, "z").await.unwrap();
+    for (req, field) in [
+        (PurchaseRequest::new(""), "user_id"),
+        (PurchaseRequest::new("a:b"), "user_id"),
+        (PurchaseRequest::new("a").quantity(0), "quantity"),
+        (PurchaseRequest::new("a").quantity(1_001), "quantity"),
+        (PurchaseRequest::new("a").request_id("r|1"), "request_id"),
+    ] {
+        assert_eq!(invalid(buy.purchase(&req).await), field);
+    }
+    let lock = engine.purchaser(Strategy::Lock, "z").await.unwrap();
+    assert_eq!(
+        invalid(lock.purchase(&PurchaseRequest::new("a").quantity(2)).await),
+        "quantity"
+    );
+    assert!(matches!(
+        engine.purchaser(Strategy::List, "z").await,
+        Err(Error::Unsupported { .. })
+    ));
+    let list = SaleSpec::new("l", 3).inventory(Inventory::List);
+    engine.create_sale(&list).await.unwrap();
+    assert!(matches!(
+        engine.purchaser(Strategy::Atomic, "l").await,
+        Err(Error::Unsupported { .. })
+    ));
+    assert_eq!(engine.sale("l").await.unwrap().remaining, 3);
+    assert_eq!(
+        engine.sale("z").await.unwrap().remaining,
+        5,
+        "refusals change nothing"
+    );
+}
