@@ -128,11 +128,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         ));
     }
 
-    let bar = progress(
-        duration.as_millis() as u64,
-        "ms",
-        args.duration > 1.0 && !args.json,
-    );
+    let bar = progress(duration.as_millis() as u64, "ms");
     let started = Instant::now();
     let stop = started + duration;
     // Nanoseconds after `started` at which the last holder began releasing.

@@ -1,12 +1,14 @@
 //! `seckill`: command-line entry point.
 //!
 //! Modules:
+//! - `bench`: `seckill bench`, the purchase strategies raced and verified.
 //! - `lock_bench`: `seckill lock-bench`, contention benchmark of the lock.
 //! - `target`: which Redis a command talks to (given URL or a private server).
 //! - `stats`: latency histograms and the progress bar shared by benchmarks.
 //! - `redis_benchmark`: runs `redis-benchmark` on the same server for a
 //!   same-run baseline.
 
+mod bench;
 mod lock_bench;
 mod redis_benchmark;
 mod stats;
@@ -29,6 +31,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Race buyers for a sale through each purchase strategy and verify it.
+    Bench(bench::Args),
     /// Measure lock acquisitions per second and hand-off latency.
     LockBench(lock_bench::Args),
 }
@@ -43,6 +47,7 @@ async fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let outcome = match cli.command {
+        Command::Bench(args) => bench::run(args).await,
         Command::LockBench(args) => lock_bench::run(args).await,
     };
     match outcome {

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// Microsecond latencies from 1 µs to 60 s, 3 significant digits.
 #[derive(Clone)]
@@ -40,17 +40,24 @@ impl Latency {
     }
 }
 
-/// A progress bar on stderr for runs longer than a second; hidden otherwise.
-pub fn progress(total: u64, unit: &str, long: bool) -> ProgressBar {
-    if !long {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::new(total);
+/// A progress bar on stderr that shows itself only once a run has lasted a
+/// second (and only on a terminal), so short runs print nothing extra.
+pub fn progress(total: u64, unit: &str) -> ProgressBar {
+    let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::hidden());
     let template = format!("{{elapsed_precise}} [{{bar:40}}] {{pos}}/{{len}} {unit} {{msg}}");
     bar.set_style(
         ProgressStyle::with_template(&template)
             .expect("valid template")
             .progress_chars("=> "),
     );
+    let reveal = bar.downgrade();
+    tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        if let Some(bar) = reveal.upgrade()
+            && !bar.is_finished()
+        {
+            bar.set_draw_target(ProgressDrawTarget::stderr());
+        }
+    });
     bar
 }

@@ -51,7 +51,7 @@ pub(crate) async fn ledger(
         let page: StreamRangeReply = conn.xrange_count(&keys.orders, &start, "+", PAGE).await?;
         for entry in &page.ids {
             let field = |k: &str| entry.get::<String>(k).unwrap_or_default();
-            if field("type") == "purchase" {
+            if !entry.map.contains_key("type") {
                 entries.push(LedgerEntry {
                     order_id: field("order"),
                     user_id: field("user"),

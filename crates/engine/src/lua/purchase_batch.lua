@@ -6,7 +6,7 @@ for i = 1, #ARGV, 3 do
   if s then
     answers[#answers + 1] = buy(s, ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2])
   else
-    answers[#answers + 1] = {'no_sale'}
+    answers[#answers + 1] = 'no_sale'
   end
 end
 if s then

@@ -21,7 +21,7 @@ impl Atomic {
             .arg(&req.user_id)
             .arg(req.quantity)
             .arg(req.request_id.as_deref().unwrap_or(""));
-        let answer: Vec<String> = invocation.invoke_async(&mut self.ctx.conn.clone()).await?;
-        parse_answer(&self.ctx.keys.id, answer)
+        let answer: String = invocation.invoke_async(&mut self.ctx.conn.clone()).await?;
+        parse_answer(&self.ctx.keys.id, &answer)
     }
 }

@@ -108,14 +108,14 @@ async fn send(ctx: &Ctx, batch: Vec<Job>) {
             .arg(req.quantity)
             .arg(req.request_id.as_deref().unwrap_or(""));
     }
-    let answers: Result<Vec<Vec<String>>> = invocation
+    let answers: Result<Vec<String>> = invocation
         .invoke_async(&mut ctx.conn.clone())
         .await
         .map_err(|e| Error::Batch(e.to_string()));
     match answers {
         Ok(answers) if answers.len() == batch.len() => {
             for ((_, reply), answer) in batch.into_iter().zip(answers) {
-                let _ = reply.send(parse_answer(&ctx.keys.id, answer));
+                let _ = reply.send(parse_answer(&ctx.keys.id, &answer));
             }
         }
         Ok(answers) => {

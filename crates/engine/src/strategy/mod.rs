@@ -243,27 +243,27 @@ impl Purchaser {
     }
 }
 
-/// Parses one answer of the purchase scripts.
-pub(crate) fn parse_answer(sale: &str, items: Vec<String>) -> Result<Outcome> {
-    let bad = || Error::Batch(format!("unexpected purchase script answer: {items:?}"));
-    Ok(match items.first().map(String::as_str) {
-        Some("ok") => Outcome::Ok(Order {
-            order_id: items.get(1).cloned().ok_or_else(bad)?,
-            quantity: items.get(2).and_then(|q| q.parse().ok()).ok_or_else(bad)?,
-        }),
-        Some("dup") => {
-            let prev = items.get(1).ok_or_else(bad)?;
-            let (id, qty) = prev.split_once('|').ok_or_else(bad)?;
-            Outcome::Duplicate(Order {
-                order_id: id.to_owned(),
-                quantity: qty.parse().map_err(|_| bad())?,
-            })
-        }
-        Some("sold_out") => Outcome::SoldOut,
-        Some("limit") => Outcome::LimitExceeded,
-        Some("not_started") => Outcome::NotStarted,
-        Some("ended") => Outcome::Ended,
-        Some("no_sale") => return Err(Error::SaleNotFound(sale.to_owned())),
-        _ => return Err(bad()),
+/// Parses one answer of the purchase scripts (see `purchase_common.lua`).
+pub(crate) fn parse_answer(sale: &str, answer: &str) -> Result<Outcome> {
+    let bad = || Error::Batch(format!("unexpected purchase script answer: {answer:?}"));
+    let order = |rest: &str| -> Result<Order> {
+        let (order_id, qty) = rest.rsplit_once('|').ok_or_else(bad)?;
+        Ok(Order {
+            order_id: order_id.to_owned(),
+            quantity: qty.parse().map_err(|_| bad())?,
+        })
+    };
+    Ok(match answer.split_once('|') {
+        Some(("ok", rest)) => Outcome::Ok(order(rest)?),
+        Some(("dup", rest)) => Outcome::Duplicate(order(rest)?),
+        Some(_) => return Err(bad()),
+        None => match answer {
+            "sold_out" => Outcome::SoldOut,
+            "limit" => Outcome::LimitExceeded,
+            "not_started" => Outcome::NotStarted,
+            "ended" => Outcome::Ended,
+            "no_sale" => return Err(Error::SaleNotFound(sale.to_owned())),
+            _ => return Err(bad()),
+        },
     })
 }

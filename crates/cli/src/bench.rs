@@ -1,0 +1,310 @@
+//! `seckill bench`: M buyers race for N units through each strategy; every
+//! run is verified against Redis and the order records.
+
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::{Args as ClapArgs, ValueEnum};
+use seckill_engine::{
+    CoalescerConfig, Engine, PurchaseRequest, SaleSpec, Strategy, Verdict, race, verify,
+};
+use serde::Serialize;
+
+use crate::redis_benchmark;
+use crate::stats::{Latency, progress};
+use crate::target::Target;
+
+#[derive(ClapArgs)]
+pub struct Args {
+    /// Redis to use; without it a private redis-server is started.
+    #[arg(long, env = "SECKILL_REDIS_URL")]
+    redis_url: Option<String>,
+    /// Strategy to run, or `all` for each in turn.
+    #[arg(long, value_enum, default_value_t = Choice::All)]
+    strategy: Choice,
+    /// Units for sale.
+    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..=seckill_engine::MAX_STOCK))]
+    stock: u64,
+    /// Purchase requests (buyers); about 30 % of them are repeat buyers.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    buyers: u64,
+    /// Buyers in flight at once.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    concurrency: u32,
+    /// Units one user may buy (no limit when absent).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    per_user_limit: Option<u32>,
+    /// `coalesced`: most purchases per script call.
+    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    batch_max: u32,
+    /// `coalesced`: longest a batch waits for more purchases, in µs.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    batch_wait_us: u64,
+    /// `coalesced`: batches in flight at once.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
+    batch_in_flight: u32,
+    /// Also run `redis-benchmark` (50 clients, -P 1 and -P 16) with the
+    /// seeds' check+DECR script and the full purchase script, same server.
+    #[arg(long)]
+    compare: bool,
+    /// Print one JSON object per strategy (and per baseline) per line.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Choice {
+    Lock,
+    Watch,
+    List,
+    Lua,
+    Atomic,
+    Coalesced,
+    All,
+}
+
+impl Choice {
+    fn strategies(self) -> Vec<Strategy> {
+        match self {
+            Self::Lock => vec![Strategy::Lock],
+            Self::Watch => vec![Strategy::Watch],
+            Self::List => vec![Strategy::List],
+            Self::Lua => vec![Strategy::Lua],
+            Self::Atomic => vec![Strategy::Atomic],
+            Self::Coalesced => vec![Strategy::Coalesced],
+            Self::All => Strategy::ALL.to_vec(),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct Row {
+    strategy: &'static str,
+    stock: u64,
+    buyers: u64,
+    concurrency: u32,
+    sold: u64,
+    oversold: u64,
+    undersold: u64,
+    limit_violations: u64,
+    errors: u64,
+    seconds: f64,
+    purchases_per_s: f64,
+    attempts_per_s: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    verdict: Verdict,
+    ok: bool,
+}
+
+#[derive(Serialize)]
+struct Baseline {
+    baseline: String,
+    clients: u32,
+    pipeline: u32,
+    requests_per_s: f64,
+}
+
+pub async fn run(args: Args) -> Result<ExitCode> {
+    let target = Target::new(args.redis_url.clone())?;
+    let engine = Engine::connect(&target.url)
+        .await
+        .with_context(|| format!("connecting to {}", target.url))?
+        .with_coalescer(CoalescerConfig {
+            max_batch: args.batch_max as usize,
+            max_wait: std::time::Duration::from_micros(args.batch_wait_us),
+            max_in_flight: args.batch_in_flight as usize,
+        });
+    let run_id = format!("{:08x}", rand::random::<u32>());
+    let mut rows = Vec::new();
+    for strategy in args.strategy.strategies() {
+        let row = bench(&engine, &args, &run_id, strategy).await?;
+        if args.json {
+            println!("{}", serde_json::to_string(&row)?);
+        }
+        rows.push(row);
+    }
+    let baselines = if args.compare {
+        compare(&engine, &target, &run_id).await?
+    } else {
+        Vec::new()
+    };
+    if args.json {
+        for b in &baselines {
+            println!("{}", serde_json::to_string(b)?);
+        }
+    } else {
+        print_table(&rows, &baselines);
+    }
+    let ok = rows.iter().all(|r| r.ok);
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+async fn bench(engine: &Engine, args: &Args, run_id: &str, strategy: Strategy) -> Result<Row> {
+    let id = format!("bench-{run_id}-{}", strategy.name());
+    let mut spec = SaleSpec::new(&id, args.stock).inventory(strategy.inventory());
+    spec.per_user_limit = args.per_user_limit;
+    engine.create_sale(&spec).await?;
+    let purchaser = engine.purchaser(strategy, &id).await?;
+    let bar = progress(args.buyers, strategy.name());
+    let requests = buyers(args.buyers);
+    let ticker = bar.clone();
+    let outcome = race(
+        &purchaser,
+        requests,
+        args.concurrency as usize,
+        move |done| ticker.set_position(done),
+    )
+    .await;
+    bar.finish_and_clear();
+    let verdict = verify(engine, &id, &outcome.demand).await?;
+    engine.delete_sale(&id).await?;
+
+    let mut latency = Latency::default();
+    for us in &outcome.latencies_us {
+        latency.record(std::time::Duration::from_micros(*us));
+    }
+    let seconds = outcome.elapsed.as_secs_f64();
+    let errors = outcome.outcomes.get("error").copied().unwrap_or(0);
+    Ok(Row {
+        strategy: strategy.name(),
+        stock: args.stock,
+        buyers: args.buyers,
+        concurrency: args.concurrency,
+        sold: verdict.recorded,
+        oversold: verdict.oversold,
+        undersold: verdict.undersold,
+        limit_violations: verdict.limit_violations,
+        errors,
+        seconds,
+        purchases_per_s: args.buyers as f64 / seconds,
+        attempts_per_s: purchaser.attempts() as f64 / seconds,
+        p50_ms: latency.ms(0.5),
+        p99_ms: latency.ms(0.99),
+        ok: verdict.ok && errors == 0,
+        verdict,
+    })
+}
+
+/// `count` one-unit requests from `count × 0.7` users, so about 30 % of the
+/// requests come from a user who asks again; each has its own request id.
+fn buyers(count: u64) -> Vec<PurchaseRequest> {
+    let users = (count * 7 / 10).max(1);
+    (0..count)
+        .map(|i| {
+            let user = format!("u{}", rand::random_range(0..users));
+            PurchaseRequest::new(&user).request_id(&format!("r{i}"))
+        })
+        .collect()
+}
+
+/// `redis-benchmark` running the seeds' check+DECR and the full purchase
+/// script against a sale with stock enough never to sell out.
+async fn compare(engine: &Engine, target: &Target, run_id: &str) -> Result<Vec<Baseline>> {
+    let (host, port) = target.host_port()?;
+    let id = format!("rb-{run_id}");
+    engine
+        .create_sale(&SaleSpec::new(&id, seckill_engine::MAX_STOCK))
+        .await?;
+    let mut conn = seckill_lock::client(&target.url)?
+        .get_multiplexed_async_connection()
+        .await?;
+    let seed_sha = seckill_engine::seed_script()
+        .prepare_invoke()
+        .load_async(&mut conn)
+        .await?;
+    let full_sha = seckill_engine::purchase_script()
+        .prepare_invoke()
+        .load_async(&mut conn)
+        .await?;
+    let stock = Engine::stock_key(&id)?;
+    let keys = Engine::purchase_keys(&id)?;
+    let seed: Vec<&str> = vec!["EVALSHA", &seed_sha, "1", &stock];
+    let mut full: Vec<&str> = vec!["EVALSHA", &full_sha, "6"];
+    full.extend(keys.iter().map(String::as_str));
+    // Like the bench's buyers: one unit, a user, a request id of its own.
+    full.extend(["u__rand_int__", "1", "r__rand_int__"]);
+    let mut baselines = Vec::new();
+    for (name, command) in [
+        ("seed check+DECR script", &seed),
+        ("full purchase script", &full),
+    ] {
+        for pipeline in [1, 16] {
+            let rps = redis_benchmark::rps(&host, port, 50, pipeline, 200_000, command)?;
+            baselines.push(Baseline {
+                baseline: format!("redis-benchmark {name}"),
+                clients: 50,
+                pipeline,
+                requests_per_s: rps,
+            });
+        }
+    }
+    engine.delete_sale(&id).await?;
+    Ok(baselines)
+}
+
+fn print_table(rows: &[Row], baselines: &[Baseline]) {
+    println!(
+        "{:<10} {:>8} {:>8} {:>8} {:>8} {:>9} {:>6} {:>6} {:>8} {:>11} {:>11} {:>8} {:>8} {:>4}",
+        "strategy",
+        "stock",
+        "buyers",
+        "sold",
+        "oversold",
+        "undersold",
+        "limit",
+        "errors",
+        "seconds",
+        "purchases/s",
+        "attempts/s",
+        "p50 ms",
+        "p99 ms",
+        "ok"
+    );
+    for r in rows {
+        println!(
+            "{:<10} {:>8} {:>8} {:>8} {:>8} {:>9} {:>6} {:>6} {:>8.3} {:>11.0} {:>11.0} {:>8.3} {:>8.3} {:>4}",
+            r.strategy,
+            r.stock,
+            r.buyers,
+            r.sold,
+            r.oversold,
+            r.undersold,
+            r.limit_violations,
+            r.errors,
+            r.seconds,
+            r.purchases_per_s,
+            r.attempts_per_s,
+            r.p50_ms,
+            r.p99_ms,
+            if r.ok { "yes" } else { "NO" }
+        );
+    }
+    if baselines.is_empty() {
+        return;
+    }
+    println!();
+    let full_p16 = baselines
+        .iter()
+        .find(|b| b.baseline.ends_with("full purchase script") && b.pipeline == 16)
+        .map(|b| b.requests_per_s);
+    for b in baselines {
+        println!(
+            "{:<45} {:>3} clients  -P {:<2} {:>10.0} requests/s",
+            b.baseline, b.clients, b.pipeline, b.requests_per_s
+        );
+    }
+    if let Some(full) = full_p16 {
+        for r in rows {
+            println!(
+                "{:<10} reaches {:.2}x of redis-benchmark's full purchase script at -P 16",
+                r.strategy,
+                r.purchases_per_s / full
+            );
+        }
+    }
+}
