@@ -34,15 +34,16 @@ pub struct Args {
     /// Units one user may buy (no limit when absent).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     per_user_limit: Option<u32>,
-    /// `coalesced`: most purchases per script call.
-    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=4096))]
-    batch_max: u32,
-    /// `coalesced`: longest a batch waits for more purchases, in µs.
-    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
-    batch_wait_us: u64,
-    /// `coalesced`: batches in flight at once.
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
-    batch_in_flight: u32,
+    /// `coalesced`: most purchases per script call [default: the engine's].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    batch_max: Option<u32>,
+    /// `coalesced`: longest a batch waits for more purchases, in µs
+    /// [default: the engine's].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    batch_wait_us: Option<u64>,
+    /// `coalesced`: batches in flight at once [default: the engine's].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+    batch_in_flight: Option<u32>,
     /// Also run `redis-benchmark` (50 clients, -P 1 and -P 16) with the
     /// seeds' check+DECR script and the full purchase script, same server.
     #[arg(long)]
@@ -110,11 +111,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     let engine = Engine::connect(&target.url)
         .await
         .with_context(|| format!("connecting to {}", target.url))?
-        .with_coalescer(CoalescerConfig {
-            max_batch: args.batch_max as usize,
-            max_wait: std::time::Duration::from_micros(args.batch_wait_us),
-            max_in_flight: args.batch_in_flight as usize,
-        });
+        .with_coalescer(coalescer(&args));
     let run_id = format!("{:08x}", rand::random::<u32>());
     let mut rows = Vec::new();
     for strategy in args.strategy.strategies() {
@@ -188,6 +185,19 @@ async fn bench(engine: &Engine, args: &Args, run_id: &str, strategy: Strategy) -
         ok: verdict.ok && errors == 0,
         verdict,
     })
+}
+
+fn coalescer(args: &Args) -> CoalescerConfig {
+    let default = CoalescerConfig::default();
+    CoalescerConfig {
+        max_batch: args.batch_max.map_or(default.max_batch, |n| n as usize),
+        max_wait: args
+            .batch_wait_us
+            .map_or(default.max_wait, std::time::Duration::from_micros),
+        max_in_flight: args
+            .batch_in_flight
+            .map_or(default.max_in_flight, |n| n as usize),
+    }
 }
 
 /// `count` one-unit requests from `count × 0.7` users, so about 30 % of the

@@ -32,9 +32,9 @@ pub struct CoalescerConfig {
 impl Default for CoalescerConfig {
     fn default() -> Self {
         Self {
-            max_batch: 128,
+            max_batch: 256,
             max_wait: Duration::ZERO,
-            max_in_flight: 2,
+            max_in_flight: 4,
         }
     }
 }
@@ -108,27 +108,19 @@ async fn send(ctx: &Ctx, batch: Vec<Job>) {
             .arg(req.quantity)
             .arg(req.request_id.as_deref().unwrap_or(""));
     }
-    let answers: Result<Vec<String>> = invocation
-        .invoke_async(&mut ctx.conn.clone())
-        .await
-        .map_err(|e| Error::Batch(e.to_string()));
-    match answers {
+    let answers: redis::RedisResult<Vec<String>> =
+        invocation.invoke_async(&mut ctx.conn.clone()).await;
+    let failure = match answers {
         Ok(answers) if answers.len() == batch.len() => {
             for ((_, reply), answer) in batch.into_iter().zip(answers) {
                 let _ = reply.send(parse_answer(&ctx.keys.id, &answer));
             }
+            return;
         }
-        Ok(answers) => {
-            let e = format!("{} answers for {} purchases", answers.len(), batch.len());
-            for (_, reply) in batch {
-                let _ = reply.send(Err(Error::Batch(e.clone())));
-            }
-        }
-        Err(e) => {
-            let e = e.to_string();
-            for (_, reply) in batch {
-                let _ = reply.send(Err(Error::Batch(e.clone())));
-            }
-        }
+        Ok(answers) => format!("{} answers for {} purchases", answers.len(), batch.len()),
+        Err(e) => e.to_string(),
+    };
+    for (_, reply) in batch {
+        let _ = reply.send(Err(Error::Batch(failure.clone())));
     }
 }

@@ -1,0 +1,106 @@
+//! `seckill bench` as a user runs it: the real binary, a private server.
+
+use std::process::Command;
+
+fn seckill(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_seckill"))
+        .args(args)
+        .output()
+        .expect("run seckill")
+}
+
+#[test]
+fn every_strategy_reports_a_clean_verified_run_as_json() {
+    let out = seckill(&[
+        "bench",
+        "--strategy",
+        "all",
+        "--stock",
+        "200",
+        "--buyers",
+        "2000",
+        "--concurrency",
+        "64",
+        "--per-user-limit",
+        "1",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let names: Vec<&str> = rows
+        .iter()
+        .map(|r| r["strategy"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["lock", "watch", "list", "lua", "atomic", "coalesced"]
+    );
+    for row in &rows {
+        assert_eq!(row["ok"], true, "{row}");
+        assert_eq!(row["sold"], 200, "{row}");
+        assert_eq!(row["stock"], 200);
+        assert_eq!(row["buyers"], 2000);
+        for zero in ["oversold", "undersold", "limit_violations"] {
+            assert_eq!(row[zero], 0, "{zero}: {row}");
+        }
+        for number in [
+            "seconds",
+            "purchases_per_s",
+            "attempts_per_s",
+            "p50_ms",
+            "p99_ms",
+        ] {
+            assert!(row[number].as_f64().unwrap() > 0.0, "{number}: {row}");
+        }
+    }
+}
+
+#[test]
+fn the_table_has_one_row_per_strategy() {
+    let out = seckill(&[
+        "bench",
+        "--strategy",
+        "coalesced",
+        "--stock",
+        "50",
+        "--buyers",
+        "500",
+    ]);
+    assert!(out.status.success());
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.lines().next().unwrap().starts_with("strategy"));
+    assert!(table.lines().nth(1).unwrap().starts_with("coalesced"));
+}
+
+#[test]
+fn bad_arguments_are_refused_with_a_message() {
+    for args in [
+        &["bench", "--strategy", "magic"][..],
+        &["bench", "--stock", "0"],
+        &["bench", "--buyers", "-5"],
+        &["bench", "--concurrency", "0"],
+        &["bench", "--per-user-limit", "0"],
+        &[
+            "bench",
+            "--redis-url",
+            "redis://127.0.0.1:1/",
+            "--buyers",
+            "10",
+        ],
+    ] {
+        let out = seckill(args);
+        assert!(!out.status.success(), "{args:?} was accepted");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !stderr.is_empty() && !stderr.contains("panicked"),
+            "{args:?}: {stderr}"
+        );
+    }
+}
