@@ -7,7 +7,8 @@ use redis::AsyncCommands;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use crate::error::{Error, Result};
-use crate::keys::SaleKeys;
+use crate::keys::{SALES, SaleKeys};
+use crate::lifecycle::{OrderInfo, OrderState, sale_of, transition};
 use crate::records::{self, LedgerEntry};
 use crate::sale::{Inventory, Sale, SaleSpec};
 use crate::scripts::SCRIPTS;
@@ -81,6 +82,7 @@ impl Engine {
         if generation == 0 {
             return Err(Error::SaleExists(spec.id.clone()));
         }
+        let _: i64 = self.conn.clone().sadd(SALES, &spec.id).await?;
         self.sale(&spec.id).await
     }
 
@@ -105,19 +107,77 @@ impl Engine {
         let keys = SaleKeys::new(id)?;
         let mut conn = self.conn.clone();
         let days: Vec<String> = conn.smembers(&keys.days).await?;
-        let mut all = vec![
-            keys.meta.clone(),
-            keys.stock.clone(),
-            keys.tokens.clone(),
-            keys.users.clone(),
-            keys.requests.clone(),
-            keys.orders.clone(),
-            keys.seq.clone(),
-            keys.days.clone(),
-        ];
+        let mut all: Vec<String> = keys.all().iter().map(|k| (*k).to_owned()).collect();
         all.extend(days.iter().map(|d| keys.day(d)));
         let deleted: u64 = conn.del(all).await?;
+        let _: i64 = conn.srem(SALES, id).await?;
         Ok(deleted > 0)
+    }
+
+    /// Ids of all sales, in no particular order.
+    pub async fn sale_ids(&self) -> Result<Vec<String>> {
+        Ok(self.conn.clone().smembers(SALES).await?)
+    }
+
+    /// An order of the production path (`atomic`, `coalesced`).
+    pub async fn order(&self, order_id: &str) -> Result<OrderInfo> {
+        let sale = sale_of(order_id)?;
+        let keys = SaleKeys::new(sale)?;
+        let value: Option<String> = self.conn.clone().hget(&keys.states, order_id).await?;
+        value
+            .and_then(|v| OrderInfo::parse(sale, order_id, &v))
+            .ok_or_else(|| Error::OrderNotFound(order_id.to_owned()))
+    }
+
+    /// Pays an order. Paying twice is a no-op; an expired or cancelled order
+    /// is refused with `OrderConflict`.
+    pub async fn pay(&self, order_id: &str) -> Result<OrderState> {
+        self.settle(order_id, "pay").await
+    }
+
+    /// Cancels an unpaid order, returning its units to the stock and to the
+    /// buyer's allowance. Cancelling twice is a no-op; a paid or expired
+    /// order is refused with `OrderConflict`.
+    pub async fn cancel(&self, order_id: &str) -> Result<OrderState> {
+        self.settle(order_id, "cancel").await
+    }
+
+    async fn settle(&self, order_id: &str, op: &str) -> Result<OrderState> {
+        let sale = sale_of(order_id)?;
+        let keys = SaleKeys::new(sale)?;
+        let answer: String = SCRIPTS
+            .order
+            .key(&keys.lifecycle()[..])
+            .arg(sale)
+            .arg(order_id)
+            .arg(op)
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        transition(order_id, &answer)
+    }
+
+    /// Expires up to `max` unpaid orders of sale `id` past their pay-by
+    /// time, returning their units; answers how many. Safe to run from any
+    /// number of processes at once: each order expires exactly once.
+    pub async fn expire_due(&self, id: &str, max: u32) -> Result<u64> {
+        let keys = SaleKeys::new(id)?;
+        Ok(SCRIPTS
+            .expire
+            .key(&keys.lifecycle()[..])
+            .arg(id)
+            .arg(max)
+            .invoke_async(&mut self.conn.clone())
+            .await?)
+    }
+
+    /// All orders of the production path of sale `id`, as Redis holds them.
+    pub async fn orders(&self, id: &str) -> Result<Vec<OrderInfo>> {
+        let keys = SaleKeys::new(id)?;
+        let states: HashMap<String, String> = self.conn.clone().hgetall(&keys.states).await?;
+        Ok(states
+            .iter()
+            .filter_map(|(order, value)| OrderInfo::parse(id, order, value))
+            .collect())
     }
 
     /// A purchaser of sale `id` with `strategy`. Reads the sale once: the
@@ -147,6 +207,11 @@ impl Engine {
     pub async fn stream_len(&self, id: &str) -> Result<u64> {
         let keys = SaleKeys::new(id)?;
         Ok(self.conn.clone().xlen(&keys.orders).await?)
+    }
+
+    /// Purchase events in the sale's stream (not yet trimmed away).
+    pub async fn purchase_events(&self, id: &str) -> Result<u64> {
+        records::purchase_events(&mut self.conn.clone(), &SaleKeys::new(id)?).await
     }
 
     /// The keys a script-level baseline (e.g. `redis-benchmark`) must pass

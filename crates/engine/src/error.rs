@@ -22,6 +22,17 @@ pub enum Error {
     #[error("sale `{0}` not found")]
     SaleNotFound(String),
 
+    #[error("order `{0}` not found")]
+    OrderNotFound(String),
+
+    /// The order is in a state that refuses the change (paying an expired
+    /// order, cancelling a paid one).
+    #[error("order `{order_id}` is {}", state.as_str())]
+    OrderConflict {
+        order_id: String,
+        state: crate::lifecycle::OrderState,
+    },
+
     #[error("sale `{0}` already exists")]
     SaleExists(String),
 

@@ -3,6 +3,12 @@ use crate::error::{Error, Result};
 /// Longest sale, user, order or request id, in bytes.
 pub const MAX_ID_LEN: usize = 64;
 
+/// The set of all sale ids, for the persister and sweeper to find streams.
+pub(crate) const SALES: &str = "seckill:sales";
+
+/// Channel on which stock returning to a sale is announced (payload: sale id).
+pub const RESTOCK_CHANNEL: &str = "seckill:restock";
+
 /// Checks an id that ends up in keys, hash fields and stream entries:
 /// 1–64 bytes of `[A-Za-z0-9_-]`, so no id can reach into another key's name
 /// or break the `|`-separated values the scripts store.
@@ -36,6 +42,8 @@ pub(crate) struct SaleKeys {
     pub orders: String,
     pub seq: String,
     pub days: String,
+    pub states: String,
+    pub pending: String,
 }
 
 impl SaleKeys {
@@ -52,6 +60,8 @@ impl SaleKeys {
             orders: format!("{base}:orders"),
             seq: format!("{base}:seq"),
             days: format!("{base}:days"),
+            states: format!("{base}:states"),
+            pending: format!("{base}:pending"),
             base,
         })
     }
@@ -63,7 +73,7 @@ impl SaleKeys {
     }
 
     /// The keys the purchase scripts take, in their order.
-    pub fn purchase(&self) -> [&str; 6] {
+    pub fn purchase(&self) -> [&str; 8] {
         [
             &self.meta,
             &self.stock,
@@ -71,6 +81,35 @@ impl SaleKeys {
             &self.requests,
             &self.orders,
             &self.seq,
+            &self.states,
+            &self.pending,
+        ]
+    }
+
+    /// The keys the order lifecycle scripts take, in their order.
+    pub fn lifecycle(&self) -> [&str; 5] {
+        [
+            &self.stock,
+            &self.users,
+            &self.orders,
+            &self.states,
+            &self.pending,
+        ]
+    }
+
+    /// Every key of the sale but the per-day records.
+    pub fn all(&self) -> [&str; 10] {
+        [
+            &self.meta,
+            &self.stock,
+            &self.tokens,
+            &self.users,
+            &self.requests,
+            &self.orders,
+            &self.seq,
+            &self.days,
+            &self.states,
+            &self.pending,
         ]
     }
 

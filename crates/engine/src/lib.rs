@@ -5,6 +5,7 @@
 //! - `engine`: [`Engine`], the connection; creates, reads, deletes sales.
 //! - `sale`: [`SaleSpec`], [`Sale`], [`Status`], [`Inventory`].
 //! - `order`: [`PurchaseRequest`], [`Outcome`], [`Order`].
+//! - `lifecycle`: [`OrderState`], [`OrderInfo`]: pay, cancel, expire.
 //! - `strategy`: [`Strategy`] and [`Purchaser`], one module per strategy:
 //!   `locked`, `watch`, `list`, `lua` (the source articles' ways) and
 //!   `atomic`, `coalesced` (the production path).
@@ -31,6 +32,7 @@
 mod engine;
 mod error;
 mod keys;
+mod lifecycle;
 mod order;
 mod race;
 mod records;
@@ -41,7 +43,8 @@ mod verify;
 
 pub use engine::Engine;
 pub use error::{Error, Result};
-pub use keys::{MAX_ID_LEN, check_id};
+pub use keys::{MAX_ID_LEN, RESTOCK_CHANNEL, check_id};
+pub use lifecycle::{OrderInfo, OrderState, sale_of};
 pub use order::{MAX_QUANTITY, Order, Outcome, PurchaseRequest};
 pub use race::{Race, race};
 pub use records::LedgerEntry;

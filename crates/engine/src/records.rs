@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use crate::error::Result;
 use crate::keys::SaleKeys;
+use crate::lifecycle::OrderInfo;
 use crate::sale::now_ms;
 
 /// Page size when reading a stream or a record hash.
@@ -40,28 +41,23 @@ pub(crate) fn order_id(sale: &str, generation: u64) -> String {
     format!("{sale}-{generation}-{:016x}", rand::random::<u64>())
 }
 
-/// Every recorded order of a sale, from its stream and its per-day hashes.
+/// Every order of a sale that still holds its units: the production path's
+/// live orders (pending payment or paid) and the baselines' per-day records.
 pub(crate) async fn ledger(
     conn: &mut ConnectionManager,
     keys: &SaleKeys,
 ) -> Result<Vec<LedgerEntry>> {
     let mut entries = Vec::new();
-    let mut start = "-".to_owned();
-    loop {
-        let page: StreamRangeReply = conn.xrange_count(&keys.orders, &start, "+", PAGE).await?;
-        for entry in &page.ids {
-            let field = |k: &str| entry.get::<String>(k).unwrap_or_default();
-            if !entry.map.contains_key("type") {
-                entries.push(LedgerEntry {
-                    order_id: field("order"),
-                    user_id: field("user"),
-                    quantity: field("qty").parse().unwrap_or(0),
-                });
-            }
-        }
-        match page.ids.last() {
-            Some(last) if page.ids.len() == PAGE => start = format!("({}", last.id),
-            _ => break,
+    let states: HashMap<String, String> = conn.hgetall(&keys.states).await?;
+    for (order_id, value) in &states {
+        if let Some(order) = OrderInfo::parse(&keys.id, order_id, value)
+            && order.state.is_live()
+        {
+            entries.push(LedgerEntry {
+                order_id: order.order_id,
+                user_id: order.user_id,
+                quantity: order.quantity,
+            });
         }
     }
     let days: Vec<String> = conn.smembers(&keys.days).await?;
@@ -77,6 +73,24 @@ pub(crate) async fn ledger(
         }
     }
     Ok(entries)
+}
+
+/// Purchase events in the sale's stream (entries without a `type`).
+pub(crate) async fn purchase_events(conn: &mut ConnectionManager, keys: &SaleKeys) -> Result<u64> {
+    let mut count = 0;
+    let mut start = "-".to_owned();
+    loop {
+        let page: StreamRangeReply = conn.xrange_count(&keys.orders, &start, "+", PAGE).await?;
+        count += page
+            .ids
+            .iter()
+            .filter(|e| !e.map.contains_key("type"))
+            .count() as u64;
+        match page.ids.last() {
+            Some(last) if page.ids.len() == PAGE => start = format!("({}", last.id),
+            _ => return Ok(count),
+        }
+    }
 }
 
 /// `YYYYMMDD` of a Unix time in ms, in UTC (civil-from-days, proleptic Gregorian).

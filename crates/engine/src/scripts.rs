@@ -9,6 +9,8 @@ pub(crate) struct Scripts {
     pub purchase: Script,
     pub purchase_batch: Script,
     pub seed_decr: Script,
+    pub order: Script,
+    pub expire: Script,
 }
 
 pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
@@ -22,6 +24,14 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
         include_str!("lua/purchase_batch.lua")
     )),
     seed_decr: Script::new(include_str!("lua/seed_decr.lua")),
+    order: Script::new(concat!(
+        include_str!("lua/lifecycle_common.lua"),
+        include_str!("lua/order.lua")
+    )),
+    expire: Script::new(concat!(
+        include_str!("lua/lifecycle_common.lua"),
+        include_str!("lua/expire.lua")
+    )),
 });
 
 /// The source of the full purchase script, for baselines such as

@@ -43,7 +43,7 @@ pub struct Verdict {
     pub lost_orders: u64,
     /// Recorded orders no buyer was told about.
     pub phantom_orders: u64,
-    /// Order events in the sale's stream (0 for the baselines, which keep
+    /// Purchase events in the sale's stream (0 for the baselines, which keep
     /// per-day records instead); otherwise it must equal the acknowledged orders.
     pub stream_len: u64,
     pub ok: bool,
@@ -53,7 +53,7 @@ pub struct Verdict {
 pub async fn verify(engine: &Engine, id: &str, demand: &Demand) -> Result<Verdict> {
     let sale = engine.sale(id).await?;
     let ledger = engine.ledger(id).await?;
-    let stream_len = engine.stream_len(id).await?;
+    let stream_len = engine.purchase_events(id).await?;
 
     let recorded: u64 = ledger.iter().map(|e| u64::from(e.quantity)).sum();
     let mut per_user: HashMap<&str, u64> = HashMap::new();

@@ -5,6 +5,8 @@
 --   4 requests  hash request id -> "<order id>|<quantity>" of its purchase
 --   5 orders    stream of order events: a purchase is {order, user, qty[, req]}
 --   6 seq       last order number
+--   7 states    hash order id -> "<state>|<user>|<qty>|<pay by ms>"
+--   8 pending   sorted set of unpaid order ids by pay-by time
 -- ARGV: user, quantity, request id ('' for none), repeated once per purchase.
 --
 -- Each answer is one string (cheaper for a batch than a table per answer):
@@ -19,7 +21,7 @@
 
 -- Reads what the purchases in ARGV need; nil if the sale does not exist.
 local function load_sale()
-  local m = redis.call('HMGET', KEYS[1], 'start', 'end', 'limit', 'gen', 'id')
+  local m = redis.call('HMGET', KEYS[1], 'start', 'end', 'limit', 'gen', 'id', 'payment_timeout')
   if not m[4] then
     return nil
   end
@@ -30,6 +32,7 @@ local function load_sale()
     stop = tonumber(m[2]),
     limit = tonumber(m[3]),
     prefix = m[5] .. '-' .. m[4] .. '-',
+    pay_ms = tonumber(m[6] or '0') * 1000,
     left = tonumber(redis.call('GET', KEYS[2]) or '0'),
     seq = tonumber(redis.call('GET', KEYS[6]) or '0'),
     sold = 0,
@@ -37,6 +40,8 @@ local function load_sale()
     answers = {},
     dirty_users = {},
     new_answers = {},
+    new_states = {},
+    new_pending = {},
   }
   local users, reqs = {}, {}
   for i = 1, #ARGV, 3 do
@@ -84,6 +89,12 @@ local function buy(s, user, qty, req)
   s.bought[user] = bought + qty
   s.dirty_users[user] = true
   local id = s.prefix .. s.seq
+  local pay_by = string.format('%d', s.now + s.pay_ms)
+  local n = #s.new_states
+  s.new_states[n + 1] = id
+  s.new_states[n + 2] = 'pending_payment|' .. user .. '|' .. qty .. '|' .. pay_by
+  s.new_pending[n + 1] = pay_by
+  s.new_pending[n + 2] = id
   -- The entry id carries the time; an entry without `type` is a purchase.
   if req ~= '' then
     s.answers[req] = id .. '|' .. qty
@@ -111,4 +122,6 @@ local function finish(s)
   if #s.new_answers > 0 then
     redis.call('HSET', KEYS[4], unpack(s.new_answers))
   end
+  redis.call('HSET', KEYS[7], unpack(s.new_states))
+  redis.call('ZADD', KEYS[8], unpack(s.new_pending))
 end

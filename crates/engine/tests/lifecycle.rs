@@ -1,0 +1,164 @@
+//! Orders after purchase: pay, cancel, expiry with stock and allowance
+//! returned exactly once, against a real redis-server.
+
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use seckill_engine::{Engine, Error, OrderState, Outcome, PurchaseRequest, SaleSpec, Strategy};
+use seckill_testkit::RedisServer;
+
+async fn buy(engine: &Engine, sale: &str, user: &str) -> String {
+    let buy = engine.purchaser(Strategy::Atomic, sale).await.unwrap();
+    match buy.purchase(&PurchaseRequest::new(user)).await.unwrap() {
+        Outcome::Ok(order) => order.order_id,
+        other => panic!("{user} could not buy: {other:?}"),
+    }
+}
+
+fn conflict(r: Result<OrderState, Error>) -> OrderState {
+    match r {
+        Err(Error::OrderConflict { state, .. }) => state,
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn pay_and_cancel_follow_the_state_machine() {
+    let server = RedisServer::start().unwrap();
+    let engine = Engine::connect(&server.url()).await.unwrap();
+    engine
+        .create_sale(&SaleSpec::new("s", 5).per_user_limit(1))
+        .await
+        .unwrap();
+    let paid = buy(&engine, "s", "a").await;
+    let info = engine.order(&paid).await.unwrap();
+    assert_eq!(
+        (
+            info.state,
+            info.user_id.as_str(),
+            info.quantity,
+            info.sale_id.as_str()
+        ),
+        (OrderState::PendingPayment, "a", 1, "s")
+    );
+    assert_eq!(engine.pay(&paid).await.unwrap(), OrderState::Paid);
+    assert_eq!(
+        engine.pay(&paid).await.unwrap(),
+        OrderState::Paid,
+        "paying twice is a no-op"
+    );
+    assert_eq!(conflict(engine.cancel(&paid).await), OrderState::Paid);
+
+    let cancelled = buy(&engine, "s", "b").await;
+    assert_eq!(engine.sale("s").await.unwrap().remaining, 3);
+    assert_eq!(
+        engine.cancel(&cancelled).await.unwrap(),
+        OrderState::Cancelled
+    );
+    assert_eq!(
+        engine.cancel(&cancelled).await.unwrap(),
+        OrderState::Cancelled
+    );
+    assert_eq!(
+        conflict(engine.pay(&cancelled).await),
+        OrderState::Cancelled
+    );
+    assert_eq!(
+        engine.sale("s").await.unwrap().remaining,
+        4,
+        "units came back once"
+    );
+    // b's allowance came back too: b may buy again under a limit of 1.
+    buy(&engine, "s", "b").await;
+    // Stream: 3 purchases, 1 pay, 1 cancel (no events for the no-ops).
+    assert_eq!(engine.stream_len("s").await.unwrap(), 5);
+
+    assert!(matches!(
+        engine.pay("s-1-999").await,
+        Err(Error::OrderNotFound(_))
+    ));
+    assert!(matches!(
+        engine.pay("nonsense").await,
+        Err(Error::Invalid { .. })
+    ));
+    assert!(matches!(
+        engine.pay("nosale-1-1").await,
+        Err(Error::OrderNotFound(_))
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unpaid_orders_expire_once_and_their_stock_sells_again() {
+    let server = RedisServer::start().unwrap();
+    let engine = Engine::connect(&server.url()).await.unwrap();
+    let spec = SaleSpec::new("x", 10)
+        .per_user_limit(1)
+        .payment_timeout_secs(1);
+    engine.create_sale(&spec).await.unwrap();
+    let mut orders = Vec::new();
+    for u in 0..10 {
+        orders.push(buy(&engine, "x", &format!("u{u}")).await);
+    }
+    for order in &orders[..3] {
+        engine.pay(order).await.unwrap();
+    }
+    assert_eq!(engine.sale("x").await.unwrap().remaining, 0);
+    assert_eq!(
+        engine.expire_due("x", 100).await.unwrap(),
+        0,
+        "nothing due yet"
+    );
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+
+    // Four sweepers at once: each unpaid order expires exactly once.
+    let swept: u64 = join_all((0..4).map(|_| engine.expire_due("x", 100)))
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .sum();
+    assert_eq!(swept, 7);
+    assert_eq!(engine.expire_due("x", 100).await.unwrap(), 0);
+    assert_eq!(engine.sale("x").await.unwrap().remaining, 7);
+    assert_eq!(conflict(engine.pay(&orders[5]).await), OrderState::Expired);
+    assert_eq!(engine.pay(&orders[0]).await.unwrap(), OrderState::Paid);
+
+    // The returned units sell again, to the same users (allowance returned).
+    for u in 3..10 {
+        buy(&engine, "x", &format!("u{u}")).await;
+    }
+    assert_eq!(engine.sale("x").await.unwrap().remaining, 0);
+    // No unit is held by two live orders: live units + remaining == stock.
+    let live: u32 = engine
+        .orders("x")
+        .await
+        .unwrap()
+        .iter()
+        .filter(|o| o.state.is_live())
+        .map(|o| o.quantity)
+        .sum();
+    assert_eq!(live, 10);
+    let buyers = engine.buyers("x").await.unwrap();
+    assert!(buyers.values().all(|&n| n <= 1), "{buyers:?}");
+}
+
+#[tokio::test]
+async fn paying_after_the_deadline_expires_the_order_on_the_spot() {
+    let server = RedisServer::start().unwrap();
+    let engine = Engine::connect(&server.url()).await.unwrap();
+    let spec = SaleSpec::new("late", 1).payment_timeout_secs(1);
+    engine.create_sale(&spec).await.unwrap();
+    let order = buy(&engine, "late", "slow").await;
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    assert_eq!(conflict(engine.pay(&order).await), OrderState::Expired);
+    assert_eq!(engine.sale("late").await.unwrap().remaining, 1);
+    assert_eq!(
+        engine.expire_due("late", 10).await.unwrap(),
+        0,
+        "already expired"
+    );
+    assert_eq!(
+        engine.sale("late").await.unwrap().remaining,
+        1,
+        "returned once"
+    );
+}
