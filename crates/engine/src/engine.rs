@@ -14,6 +14,13 @@ use crate::sale::{Inventory, Sale, SaleSpec};
 use crate::scripts::SCRIPTS;
 use crate::strategy::{CoalescerConfig, Ctx, Purchaser, Strategy};
 
+/// An order to write back with [`Engine::restore_sale`].
+#[derive(Clone, Debug)]
+pub struct RestoredOrder {
+    pub info: OrderInfo,
+    pub request_id: Option<String>,
+}
+
 /// The sale engine. Cheap to clone.
 ///
 /// ```no_run
@@ -222,6 +229,89 @@ impl Engine {
             .iter()
             .map(|k| (*k).to_owned())
             .collect())
+    }
+
+    /// The order-event stream of sale `id`.
+    pub fn stream_key(id: &str) -> Result<String> {
+        Ok(SaleKeys::new(id)?.orders)
+    }
+
+    /// Rebuilds sale `spec` in Redis from a durable copy of its orders (for
+    /// a Redis that lost its data): the sale, its stock (total minus units
+    /// held by live orders), buyer counts, order states, unpaid deadlines,
+    /// request ids and order numbering. Replaces whatever Redis held for it.
+    pub async fn restore_sale(
+        &self,
+        spec: &SaleSpec,
+        generation: u64,
+        orders: &[RestoredOrder],
+    ) -> Result<Sale> {
+        spec.validate()?;
+        let keys = SaleKeys::new(&spec.id)?;
+        let live: Vec<&RestoredOrder> = orders.iter().filter(|o| o.info.state.is_live()).collect();
+        let held: u64 = live.iter().map(|o| u64::from(o.info.quantity)).sum();
+        let mut users: HashMap<&str, u64> = HashMap::new();
+        for o in &live {
+            *users.entry(o.info.user_id.as_str()).or_default() += u64::from(o.info.quantity);
+        }
+        let last = orders
+            .iter()
+            .filter_map(|o| o.info.order_id.rsplit('-').next()?.parse::<u64>().ok())
+            .max()
+            .unwrap_or(0);
+        let inventory = match spec.inventory {
+            Inventory::Counter => "counter",
+            Inventory::List => "list",
+        };
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        pipe.del(&keys.all()[..]).ignore();
+        pipe.hset_multiple(
+            &keys.meta,
+            &[
+                ("id", spec.id.clone()),
+                ("name", spec.name.clone()),
+                ("stock", spec.stock.to_string()),
+                ("limit", spec.per_user_limit.unwrap_or(0).to_string()),
+                ("start", spec.starts_at_ms.unwrap_or(0).to_string()),
+                ("end", spec.ends_at_ms.unwrap_or(0).to_string()),
+                ("inventory", inventory.to_owned()),
+                ("payment_timeout", spec.payment_timeout_secs.to_string()),
+                ("gen", generation.to_string()),
+            ],
+        )
+        .ignore();
+        pipe.set(&keys.stock, spec.stock.saturating_sub(held))
+            .ignore();
+        pipe.set(&keys.seq, last).ignore();
+        for (user, units) in &users {
+            pipe.hset(&keys.users, *user, *units).ignore();
+        }
+        for o in orders {
+            let i = &o.info;
+            let value = format!(
+                "{}|{}|{}|{}",
+                i.state.as_str(),
+                i.user_id,
+                i.quantity,
+                i.pay_by_ms
+            );
+            pipe.hset(&keys.states, &i.order_id, value).ignore();
+            if i.state == OrderState::PendingPayment {
+                pipe.zadd(&keys.pending, &i.order_id, i.pay_by_ms).ignore();
+            }
+            if let Some(req) = &o.request_id {
+                pipe.hset(
+                    &keys.requests,
+                    req,
+                    format!("{}|{}", i.order_id, i.quantity),
+                )
+                .ignore();
+            }
+        }
+        pipe.sadd(SALES, &spec.id).ignore();
+        let () = pipe.query_async(&mut self.conn.clone()).await?;
+        self.sale(&spec.id).await
     }
 
     /// The stock key of sale `id` (what the seeds' script decrements).

@@ -41,7 +41,7 @@ mod scripts;
 mod strategy;
 mod verify;
 
-pub use engine::Engine;
+pub use engine::{Engine, RestoredOrder};
 pub use error::{Error, Result};
 pub use keys::{MAX_ID_LEN, RESTOCK_CHANNEL, check_id};
 pub use lifecycle::{OrderInfo, OrderState, sale_of};

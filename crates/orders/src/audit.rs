@@ -1,0 +1,311 @@
+//! `seckill audit`: checks a sale's Redis state against itself and against
+//! SQL, and rebuilds Redis from SQL when Redis lost its data.
+
+use std::collections::{HashMap, HashSet};
+
+use redis::AsyncCommands;
+use redis::streams::StreamRangeReply;
+use seckill_engine::{Engine, OrderInfo, OrderState, RestoredOrder, SaleSpec};
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::persister::{acknowledged_floor, group_info};
+use crate::store::{Store, StoredOrder};
+
+/// One thing found wrong.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Finding {
+    /// Units left plus units held by live orders is not the sale's stock.
+    StockMismatch {
+        stock: u64,
+        remaining: u64,
+        held: u64,
+    },
+    /// The sale is in SQL but Redis has none.
+    SaleMissingInRedis,
+    /// An order Redis has (outside the backlog) that SQL lacks.
+    MissingInSql { order_id: String },
+    /// An order SQL has that Redis does not know.
+    MissingInRedis { order_id: String, sql_state: String },
+    StateMismatch {
+        order_id: String,
+        redis: String,
+        sql: String,
+    },
+    /// A buyer count that disagrees with the buyer's live orders.
+    BuyerCountMismatch {
+        user_id: String,
+        counted: u64,
+        held: u64,
+    },
+    OverLimit {
+        user_id: String,
+        units: u64,
+        limit: u64,
+    },
+    /// The same order id bought twice in the stream.
+    DuplicateOrder { order_id: String },
+}
+
+/// The result of auditing one sale.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub sale_id: String,
+    pub orders_in_redis: usize,
+    pub orders_in_sql: usize,
+    /// Stream entries not yet persisted (delivered-unacknowledged plus
+    /// undelivered). Differences explained by them are not findings.
+    pub backlog: u64,
+    /// Orders whose differences the backlog explains.
+    pub in_backlog: usize,
+    pub findings: Vec<Finding>,
+    pub clean: bool,
+}
+
+/// Audits sale `id`.
+pub async fn audit(engine: &Engine, store: &Store, redis_url: &str, id: &str) -> Result<Report> {
+    let mut findings = Vec::new();
+    let stored_sale = store.sale(id).await?;
+    let sale = match engine.sale(id).await {
+        Ok(sale) => Some(sale),
+        Err(seckill_engine::Error::SaleNotFound(_)) if stored_sale.is_some() => None,
+        Err(e) => return Err(e.into()),
+    };
+    let Some(sale) = sale else {
+        return Ok(Report {
+            sale_id: id.to_owned(),
+            orders_in_redis: 0,
+            orders_in_sql: 0,
+            backlog: 0,
+            in_backlog: 0,
+            findings: vec![Finding::SaleMissingInRedis],
+            clean: false,
+        });
+    };
+    let mut conn = stream_connection(redis_url).await?;
+    let key = Engine::stream_key(id)?;
+    let (backlog, backlog_orders) = backlog(&mut conn, &key).await?;
+
+    let redis_orders = engine.orders(id).await?;
+    let held: u64 = live_units(redis_orders.iter().map(|o| (o.state, o.quantity)));
+    if sale.remaining + held != sale.stock {
+        findings.push(Finding::StockMismatch {
+            stock: sale.stock,
+            remaining: sale.remaining,
+            held,
+        });
+    }
+
+    let sql_orders = store.orders(id, sale.generation as i64).await?;
+    let sql: HashMap<&str, &StoredOrder> = sql_orders
+        .iter()
+        .map(|o| (o.order_id.as_str(), o))
+        .collect();
+    let redis: HashMap<&str, &OrderInfo> = redis_orders
+        .iter()
+        .map(|o| (o.order_id.as_str(), o))
+        .collect();
+    let mut in_backlog = HashSet::new();
+    for order in &redis_orders {
+        let found = match sql.get(order.order_id.as_str()) {
+            None => Some(Finding::MissingInSql {
+                order_id: order.order_id.clone(),
+            }),
+            Some(row) if row.state != order.state.as_str() => Some(Finding::StateMismatch {
+                order_id: order.order_id.clone(),
+                redis: order.state.as_str().to_owned(),
+                sql: row.state.clone(),
+            }),
+            Some(_) => None,
+        };
+        if let Some(finding) = found {
+            if backlog_orders.contains(&order.order_id) {
+                in_backlog.insert(order.order_id.clone());
+            } else {
+                findings.push(finding);
+            }
+        }
+    }
+    for row in &sql_orders {
+        if !redis.contains_key(row.order_id.as_str()) {
+            findings.push(Finding::MissingInRedis {
+                order_id: row.order_id.clone(),
+                sql_state: row.state.clone(),
+            });
+        }
+    }
+
+    let limit = sale.per_user_limit.map(u64::from);
+    let mut held_by: HashMap<&str, u64> = HashMap::new();
+    for o in redis_orders.iter().filter(|o| o.state.is_live()) {
+        *held_by.entry(&o.user_id).or_default() += u64::from(o.quantity);
+    }
+    let counted = engine.buyers(id).await?;
+    let users: HashSet<&str> = held_by
+        .keys()
+        .copied()
+        .chain(counted.keys().map(String::as_str))
+        .collect();
+    for user in users {
+        let held = held_by.get(user).copied().unwrap_or(0);
+        let count = counted.get(user).copied().unwrap_or(0);
+        if held != count {
+            findings.push(Finding::BuyerCountMismatch {
+                user_id: user.to_owned(),
+                counted: count,
+                held,
+            });
+        }
+        if let Some(limit) = limit
+            && held.max(count) > limit
+        {
+            findings.push(Finding::OverLimit {
+                user_id: user.to_owned(),
+                units: held.max(count),
+                limit,
+            });
+        }
+    }
+    for order_id in duplicate_purchases(&mut conn, &key).await? {
+        findings.push(Finding::DuplicateOrder { order_id });
+    }
+    findings.sort_by_key(|f| format!("{f:?}"));
+    Ok(Report {
+        sale_id: id.to_owned(),
+        orders_in_redis: redis_orders.len(),
+        orders_in_sql: sql_orders.len(),
+        backlog,
+        in_backlog: in_backlog.len(),
+        clean: findings.is_empty(),
+        findings,
+    })
+}
+
+/// Rebuilds sale `id` in Redis from SQL. Refuses while the stream holds
+/// events SQL has not received: rebuilding then would drop them.
+pub async fn repair_from_sql(
+    engine: &Engine,
+    store: &Store,
+    redis_url: &str,
+    id: &str,
+) -> Result<()> {
+    let mut conn = stream_connection(redis_url).await?;
+    let (backlog, _) = backlog(&mut conn, &Engine::stream_key(id)?).await?;
+    if backlog > 0 {
+        return Err(Error::Backlog {
+            sale: id.to_owned(),
+            backlog,
+        });
+    }
+    let sale = store
+        .sale(id)
+        .await?
+        .ok_or_else(|| Error::SaleNotInSql(id.to_owned()))?;
+    let mut spec = SaleSpec::new(id, sale.stock as u64)
+        .name(&sale.name)
+        .window(
+            sale.starts_at_ms.map(|v| v as u64),
+            sale.ends_at_ms.map(|v| v as u64),
+        )
+        .payment_timeout_secs(sale.payment_timeout_secs as u64);
+    spec.per_user_limit = sale.per_user_limit.map(|l| l as u32);
+    let orders: Vec<RestoredOrder> = store
+        .orders(id, sale.generation)
+        .await?
+        .into_iter()
+        .filter_map(|row| {
+            Some(RestoredOrder {
+                info: OrderInfo {
+                    order_id: row.order_id,
+                    sale_id: row.sale_id,
+                    user_id: row.user_id,
+                    quantity: u32::try_from(row.quantity).ok()?,
+                    state: OrderState::parse(&row.state)?,
+                    pay_by_ms: (row.created_ms + sale.payment_timeout_secs * 1000) as u64,
+                },
+                request_id: row.request_id,
+            })
+        })
+        .collect();
+    engine
+        .restore_sale(&spec, sale.generation as u64, &orders)
+        .await?;
+    Ok(())
+}
+
+fn live_units(orders: impl Iterator<Item = (OrderState, u32)>) -> u64 {
+    orders
+        .filter(|(s, _)| s.is_live())
+        .map(|(_, q)| u64::from(q))
+        .sum()
+}
+
+async fn stream_connection(redis_url: &str) -> Result<redis::aio::MultiplexedConnection> {
+    let client = seckill_lock::client(redis_url).map_err(seckill_engine::Error::from)?;
+    Ok(client.get_multiplexed_async_connection().await?)
+}
+
+/// Entries not yet persisted, and the orders they concern.
+async fn backlog(
+    conn: &mut redis::aio::MultiplexedConnection,
+    key: &str,
+) -> Result<(u64, HashSet<String>)> {
+    let start = match acknowledged_floor(conn, key).await? {
+        Some(floor) => floor,
+        None => "-".to_owned(),
+    };
+    let count = match group_info(conn, key).await? {
+        Some(g) => g.pending + g.lag.unwrap_or(0),
+        None => conn.xlen(key).await?,
+    };
+    let mut orders = HashSet::new();
+    if count > 0 {
+        for entry in read_from(conn, key, &start).await? {
+            if let Some(order) = entry.get::<String>("order") {
+                orders.insert(order);
+            }
+        }
+    }
+    Ok((count, orders))
+}
+
+async fn duplicate_purchases(
+    conn: &mut redis::aio::MultiplexedConnection,
+    key: &str,
+) -> Result<Vec<String>> {
+    let mut seen = HashSet::new();
+    let mut twice = Vec::new();
+    for entry in read_from(conn, key, "-").await? {
+        if entry.map.contains_key("type") {
+            continue;
+        }
+        if let Some(order) = entry.get::<String>("order")
+            && !seen.insert(order.clone())
+        {
+            twice.push(order);
+        }
+    }
+    Ok(twice)
+}
+
+async fn read_from(
+    conn: &mut redis::aio::MultiplexedConnection,
+    key: &str,
+    start: &str,
+) -> Result<Vec<redis::streams::StreamId>> {
+    const PAGE: usize = 10_000;
+    let mut all = Vec::new();
+    let mut start = start.to_owned();
+    loop {
+        let page: StreamRangeReply = conn.xrange_count(key, &start, "+", PAGE).await?;
+        let full = page.ids.len() == PAGE;
+        if let Some(last) = page.ids.last() {
+            start = format!("({}", last.id);
+        }
+        all.extend(page.ids);
+        if !full {
+            return Ok(all);
+        }
+    }
+}

@@ -1,0 +1,32 @@
+//! Durable orders: every order event of every sale flows from the sale's
+//! Redis Stream into SQL, and an audit proves the two agree.
+//!
+//! Modules:
+//! - `store`: [`Store`], the SQL side (SQLite file or PostgreSQL URL, sqlx
+//!   migrations in `migrations/`), idempotent batched upserts.
+//! - `event`: [`Event`], an order event parsed from a stream entry.
+//! - `persister`: [`Persister`], the consumer-group reader that commits
+//!   before it acknowledges, reclaims abandoned entries and trims safely.
+//! - `audit`: [`audit()`] and [`repair_from_sql`].
+//! - `error`: [`Error`].
+//!
+//! ```no_run
+//! # async fn run() -> seckill_orders::Result<()> {
+//! use seckill_orders::{Persister, PersisterConfig, Store};
+//! let store = Store::open("seckill.db").await?;
+//! let persister = Persister::new("redis://127.0.0.1:6379/", store, PersisterConfig::default()).await?;
+//! persister.run(async { tokio::signal::ctrl_c().await.ok(); }).await;
+//! # Ok(()) }
+//! ```
+
+mod audit;
+mod error;
+mod event;
+mod persister;
+mod store;
+
+pub use audit::{Finding, Report, audit, repair_from_sql};
+pub use error::{Error, Result};
+pub use event::Event;
+pub use persister::{GROUP, Persister, PersisterConfig};
+pub use store::{Store, StoredOrder, StoredSale};

@@ -1,0 +1,315 @@
+//! Moves order events from every sale's Redis Stream into SQL.
+//!
+//! Each sale stream has one consumer group, `persister`; every running
+//! persister is a consumer of it, so an entry goes to one of them. An entry
+//! is acknowledged (XACK) only after the transaction holding it committed,
+//! and inserting an order twice is a no-op, so a crash between commit and
+//! acknowledgement only means a harmless redelivery. Entries left pending by
+//! a consumer that died are taken over (XAUTOCLAIM) once idle long enough.
+//! Streams are trimmed only below the oldest entry the group has not
+//! acknowledged, so nothing unpersisted is ever dropped.
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use redis::AsyncCommands;
+use redis::aio::MultiplexedConnection;
+use redis::streams::{
+    StreamAutoClaimOptions, StreamAutoClaimReply, StreamReadOptions, StreamReadReply,
+};
+use seckill_engine::Engine;
+
+use crate::error::Result;
+use crate::event::Event;
+use crate::store::Store;
+
+/// The consumer group every persister joins.
+pub const GROUP: &str = "persister";
+
+/// How a persister runs.
+#[derive(Clone, Debug)]
+pub struct PersisterConfig {
+    /// This consumer's name; unique per running persister.
+    pub consumer: String,
+    /// Most entries read per stream per round (one SQL transaction).
+    pub batch: usize,
+    /// How long one read blocks waiting for new entries.
+    pub block: Duration,
+    /// Entries pending this long on any consumer are taken over.
+    pub claim_idle: Duration,
+    /// How often the list of sales is refreshed, dead consumers' entries
+    /// claimed and streams trimmed.
+    pub housekeeping: Duration,
+}
+
+impl Default for PersisterConfig {
+    fn default() -> Self {
+        Self {
+            consumer: format!(
+                "{}-{}-{:08x}",
+                std::process::id(),
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_millis())
+                    .unwrap_or(0),
+                rand::random::<u32>()
+            ),
+            batch: 2_000,
+            block: Duration::from_millis(50),
+            claim_idle: Duration::from_secs(5),
+            housekeeping: Duration::from_millis(500),
+        }
+    }
+}
+
+/// One persister. Run it with [`Persister::run`] until shutdown, or step it
+/// with [`Persister::round`].
+pub struct Persister {
+    engine: Engine,
+    store: Store,
+    /// Dedicated to this persister: blocking reads must not stall others.
+    conn: MultiplexedConnection,
+    config: PersisterConfig,
+    /// sale id -> stream key, of sales whose group exists.
+    streams: HashMap<String, String>,
+    last_housekeeping: Option<Instant>,
+}
+
+impl Persister {
+    pub async fn new(redis_url: &str, store: Store, config: PersisterConfig) -> Result<Self> {
+        let engine = Engine::connect(redis_url).await?;
+        let client = seckill_lock::client(redis_url).map_err(seckill_engine::Error::from)?;
+        // Reads block for `config.block`: give them room beyond that.
+        let conn_config = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(1)))
+            .set_response_timeout(Some(config.block + Duration::from_secs(2)));
+        let conn = client
+            .get_multiplexed_async_connection_with_config(&conn_config)
+            .await?;
+        Ok(Self {
+            engine,
+            store,
+            conn,
+            config,
+            streams: HashMap::new(),
+            last_housekeeping: None,
+        })
+    }
+
+    /// Runs rounds until `shutdown` resolves, then finishes the round in
+    /// hand (its transaction commits and is acknowledged) and returns.
+    /// Errors are logged and retried after a pause, never fatal.
+    pub async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                biased;
+                () = &mut shutdown => return,
+                round = self.round() => {
+                    if let Err(e) = round {
+                        tracing::warn!(error = %e, "persister round failed; retrying");
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// One round: housekeeping when due, then one read of new entries from
+    /// every sale stream, committed and acknowledged. Answers how many
+    /// events were persisted.
+    pub async fn round(&mut self) -> Result<usize> {
+        let mut persisted = 0;
+        if self
+            .last_housekeeping
+            .is_none_or(|t| t.elapsed() >= self.config.housekeeping)
+        {
+            self.last_housekeeping = Some(Instant::now());
+            self.refresh_streams().await?;
+            persisted += self.claim_abandoned().await?;
+            self.trim().await?;
+        }
+        if self.streams.is_empty() {
+            tokio::time::sleep(self.config.block).await;
+            return Ok(persisted);
+        }
+        let (sales, keys): (Vec<&String>, Vec<&String>) = self.streams.iter().unzip();
+        let ids = vec![">"; keys.len()];
+        let options = StreamReadOptions::default()
+            .group(GROUP, &self.config.consumer)
+            .count(self.config.batch)
+            .block(self.config.block.as_millis() as usize);
+        let reply: Option<StreamReadReply> = self.conn.xread_options(&keys, &ids, &options).await?;
+        let by_key: HashMap<&String, &String> =
+            keys.iter().copied().zip(sales.iter().copied()).collect();
+        let mut batch = Vec::new();
+        for stream in reply.map(|r| r.keys).unwrap_or_default() {
+            let Some(sale) = by_key.get(&stream.key) else {
+                continue;
+            };
+            batch.push((stream.key.clone(), sale.to_string(), stream.ids));
+        }
+        for (key, sale, entries) in batch {
+            persisted += self.persist(&key, &sale, &entries).await?;
+        }
+        Ok(persisted)
+    }
+
+    /// Commits `entries` of one stream to SQL, then acknowledges them.
+    async fn persist(
+        &mut self,
+        key: &str,
+        sale: &str,
+        entries: &[redis::streams::StreamId],
+    ) -> Result<usize> {
+        if entries.is_empty() {
+            return Ok(0);
+        }
+        let events: Vec<Event> = entries
+            .iter()
+            .filter_map(|e| Event::parse(sale, e))
+            .collect();
+        self.store.apply(&events).await?;
+        let ids: Vec<&str> = entries.iter().map(|e| e.id.as_str()).collect();
+        let _: i64 = self.conn.xack(key, GROUP, &ids).await?;
+        Ok(events.len())
+    }
+
+    /// Learns of new sales: creates their group (from the first entry, so
+    /// nothing already in the stream is missed) and records the sale in SQL.
+    async fn refresh_streams(&mut self) -> Result<()> {
+        let ids: HashSet<String> = self.engine.sale_ids().await?.into_iter().collect();
+        self.streams.retain(|sale, _| ids.contains(sale));
+        for id in ids {
+            if self.streams.contains_key(&id) {
+                continue;
+            }
+            let sale = match self.engine.sale(&id).await {
+                Ok(sale) => sale,
+                Err(seckill_engine::Error::SaleNotFound(_)) => continue,
+                Err(e) => return Err(e.into()),
+            };
+            self.store.upsert_sale(&sale).await?;
+            let key = Engine::stream_key(&id)?;
+            let created: redis::RedisResult<()> =
+                self.conn.xgroup_create_mkstream(&key, GROUP, "0").await;
+            match created {
+                Ok(()) => {}
+                Err(e) if e.code() == Some("BUSYGROUP") => {}
+                Err(e) => return Err(e.into()),
+            }
+            self.streams.insert(id, key);
+        }
+        Ok(())
+    }
+
+    /// Takes over entries another consumer read but never acknowledged.
+    async fn claim_abandoned(&mut self) -> Result<usize> {
+        let mut persisted = 0;
+        let idle = self.config.claim_idle.as_millis() as usize;
+        for (sale, key) in self.streams.clone() {
+            let mut start = "0-0".to_owned();
+            loop {
+                let options = StreamAutoClaimOptions::default().count(self.config.batch);
+                let reply: StreamAutoClaimReply = self
+                    .conn
+                    .xautoclaim_options(&key, GROUP, &self.config.consumer, idle, &start, options)
+                    .await?;
+                persisted += self.persist(&key, &sale, &reply.claimed).await?;
+                if reply.next_stream_id == "0-0" {
+                    break;
+                }
+                start = reply.next_stream_id;
+            }
+        }
+        Ok(persisted)
+    }
+
+    /// Drops entries every consumer has acknowledged, and only those.
+    async fn trim(&mut self) -> Result<()> {
+        for key in self.streams.values() {
+            if let Some(floor) = acknowledged_floor(&mut self.conn, key).await? {
+                let _: i64 = redis::cmd("XTRIM")
+                    .arg(key)
+                    .arg("MINID")
+                    .arg(&floor)
+                    .query_async(&mut self.conn)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The lowest entry id the group still needs: its oldest pending entry, or
+/// the one after the last delivered. Entries below it are safe to drop.
+/// `None` if the group does not exist.
+pub(crate) async fn acknowledged_floor(
+    conn: &mut MultiplexedConnection,
+    key: &str,
+) -> Result<Option<String>> {
+    let Some(group) = group_info(conn, key).await? else {
+        return Ok(None);
+    };
+    let pending: redis::streams::StreamPendingReply = conn.xpending(key, GROUP).await?;
+    let floor = match pending {
+        redis::streams::StreamPendingReply::Data(data) => data.start_id,
+        _ => next_id(&group.last_delivered_id),
+    };
+    Ok(Some(floor))
+}
+
+pub(crate) struct GroupInfo {
+    pub last_delivered_id: String,
+    pub pending: u64,
+    /// Entries not yet delivered to any consumer (Redis 7 `lag`).
+    pub lag: Option<u64>,
+}
+
+pub(crate) async fn group_info(
+    conn: &mut MultiplexedConnection,
+    key: &str,
+) -> Result<Option<GroupInfo>> {
+    let groups: redis::RedisResult<Vec<HashMap<String, redis::Value>>> = redis::cmd("XINFO")
+        .arg("GROUPS")
+        .arg(key)
+        .query_async(conn)
+        .await;
+    let groups = match groups {
+        Ok(g) => g,
+        Err(e) if e.to_string().contains("no such key") => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    for group in groups {
+        let text = |k: &str| -> Option<String> {
+            group
+                .get(k)
+                .and_then(|v| redis::from_redis_value_ref(v).ok())
+        };
+        if text("name").as_deref() != Some(GROUP) {
+            continue;
+        }
+        let number = |k: &str| {
+            group
+                .get(k)
+                .and_then(|v| redis::from_redis_value_ref::<u64>(v).ok())
+        };
+        return Ok(Some(GroupInfo {
+            last_delivered_id: text("last-delivered-id").unwrap_or_else(|| "0-0".to_owned()),
+            pending: number("pending").unwrap_or(0),
+            lag: number("lag"),
+        }));
+    }
+    Ok(None)
+}
+
+/// The smallest stream id greater than `id`.
+fn next_id(id: &str) -> String {
+    match id.split_once('-') {
+        Some((ms, seq)) => match seq.parse::<u64>() {
+            Ok(seq) => format!("{ms}-{}", seq + 1),
+            Err(_) => id.to_owned(),
+        },
+        None => id.to_owned(),
+    }
+}

@@ -1,0 +1,279 @@
+//! The SQL copy of the orders: SQLite (a file path) or PostgreSQL (a
+//! `postgres://` URL), one schema, migrations in `migrations/`.
+
+use std::time::Duration;
+
+use seckill_engine::{OrderState, Sale};
+use sqlx::any::{AnyPoolOptions, install_default_drivers};
+use sqlx::{AnyPool, Row};
+
+use crate::error::{Error, Result};
+use crate::event::Event;
+
+/// Rows per multi-row statement: well inside both databases' parameter limits.
+const CHUNK: usize = 500;
+
+/// An order as SQL holds it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct StoredOrder {
+    pub order_id: String,
+    pub sale_id: String,
+    pub generation: i64,
+    pub user_id: String,
+    pub quantity: i64,
+    pub request_id: Option<String>,
+    pub state: String,
+    pub created_ms: i64,
+    pub updated_ms: i64,
+}
+
+/// A sale as SQL holds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredSale {
+    pub id: String,
+    pub name: String,
+    pub stock: i64,
+    pub per_user_limit: Option<i64>,
+    pub starts_at_ms: Option<i64>,
+    pub ends_at_ms: Option<i64>,
+    pub payment_timeout_secs: i64,
+    pub generation: i64,
+}
+
+/// A pool on the order database. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Store {
+    pool: AnyPool,
+    postgres: bool,
+}
+
+impl Store {
+    /// Opens `target` (a `postgres://` URL, a `sqlite:` URL, or a file
+    /// path for SQLite, created if missing) and brings its schema up to date.
+    pub async fn open(target: &str) -> Result<Self> {
+        install_default_drivers();
+        let postgres = target.starts_with("postgres://") || target.starts_with("postgresql://");
+        let url = if postgres || target.starts_with("sqlite:") {
+            target.to_owned()
+        } else if target.is_empty() {
+            return Err(Error::Invalid {
+                what: "database",
+                reason: "empty path".to_owned(),
+            });
+        } else {
+            format!("sqlite://{target}?mode=rwc")
+        };
+        let pool = AnyPoolOptions::new()
+            .max_connections(if postgres { 8 } else { 4 })
+            .acquire_timeout(Duration::from_secs(5))
+            .after_connect(move |conn, _| {
+                Box::pin(async move {
+                    if !postgres {
+                        // Several persisters may share one file: wait for the
+                        // writer instead of failing, and let readers run beside it.
+                        sqlx::query("PRAGMA busy_timeout = 10000")
+                            .execute(&mut *conn)
+                            .await?;
+                        sqlx::query("PRAGMA journal_mode = WAL")
+                            .execute(&mut *conn)
+                            .await?;
+                        sqlx::query("PRAGMA synchronous = NORMAL")
+                            .execute(&mut *conn)
+                            .await?;
+                    }
+                    Ok(())
+                })
+            })
+            .connect(&url)
+            .await?;
+        sqlx::migrate!("./migrations").run(&pool).await?;
+        Ok(Self { pool, postgres })
+    }
+
+    /// Whether this is PostgreSQL (else SQLite).
+    pub fn is_postgres(&self) -> bool {
+        self.postgres
+    }
+
+    /// Applies order events in one transaction. Idempotent and indifferent
+    /// to order: a purchase inserts its order unless it exists; a pay,
+    /// cancel or expiry moves a pending order (or inserts it, if its purchase
+    /// has not arrived yet) and never touches an order already settled.
+    pub async fn apply(&self, events: &[Event]) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        let (purchases, settled): (Vec<&Event>, Vec<&Event>) = events
+            .iter()
+            .partition(|e| e.state == OrderState::PendingPayment);
+        for (rows, conflict) in [
+            (purchases, "DO NOTHING"),
+            (
+                settled,
+                "DO UPDATE SET state = excluded.state, updated_ms = excluded.updated_ms \
+                 WHERE orders.state = 'pending_payment'",
+            ),
+        ] {
+            for chunk in dedup_last(rows).chunks(CHUNK) {
+                let mut sql = String::from(
+                    "INSERT INTO orders (order_id, sale_id, generation, user_id, quantity, \
+                     request_id, state, created_ms, updated_ms) VALUES ",
+                );
+                for i in 0..chunk.len() {
+                    let b = i * 8;
+                    if i > 0 {
+                        sql.push(',');
+                    }
+                    sql.push_str(&format!(
+                        "(${}, ${}, ${}, ${}, ${}, ${}, ${}, ${}, ${})",
+                        b + 1,
+                        b + 2,
+                        b + 3,
+                        b + 4,
+                        b + 5,
+                        b + 6,
+                        b + 7,
+                        b + 8,
+                        b + 8
+                    ));
+                }
+                sql.push_str(" ON CONFLICT (order_id) ");
+                sql.push_str(conflict);
+                let mut query = sqlx::query(&sql);
+                for e in chunk {
+                    query = query
+                        .bind(&e.order_id)
+                        .bind(&e.sale_id)
+                        .bind(e.generation)
+                        .bind(&e.user_id)
+                        .bind(e.quantity)
+                        .bind(e.request_id.clone())
+                        .bind(e.state.as_str())
+                        .bind(e.at_ms);
+                }
+                query.execute(&mut *tx).await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Records a sale (or its new generation, if the id was reused).
+    pub async fn upsert_sale(&self, sale: &Sale) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO sales (id, name, stock, per_user_limit, starts_at_ms, ends_at_ms, \
+             payment_timeout_secs, generation) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+             ON CONFLICT (id) DO UPDATE SET name = excluded.name, stock = excluded.stock, \
+             per_user_limit = excluded.per_user_limit, starts_at_ms = excluded.starts_at_ms, \
+             ends_at_ms = excluded.ends_at_ms, payment_timeout_secs = excluded.payment_timeout_secs, \
+             generation = excluded.generation",
+        )
+        .bind(&sale.id)
+        .bind(&sale.name)
+        .bind(sale.stock as i64)
+        .bind(sale.per_user_limit.map(i64::from))
+        .bind(sale.starts_at_ms.map(|v| v as i64))
+        .bind(sale.ends_at_ms.map(|v| v as i64))
+        .bind(sale.payment_timeout_secs as i64)
+        .bind(sale.generation as i64)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub async fn sale(&self, id: &str) -> Result<Option<StoredSale>> {
+        let row = sqlx::query(
+            "SELECT id, name, stock, per_user_limit, starts_at_ms, ends_at_ms, \
+             payment_timeout_secs, generation FROM sales WHERE id = $1",
+        )
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row
+            .map(|r| -> Result<StoredSale> {
+                Ok(StoredSale {
+                    id: r.try_get(0)?,
+                    name: r.try_get(1)?,
+                    stock: r.try_get(2)?,
+                    per_user_limit: r.try_get(3)?,
+                    starts_at_ms: r.try_get(4)?,
+                    ends_at_ms: r.try_get(5)?,
+                    payment_timeout_secs: r.try_get(6)?,
+                    generation: r.try_get(7)?,
+                })
+            })
+            .transpose()?)
+    }
+
+    /// Orders of one generation of a sale, by order id.
+    pub async fn orders(&self, sale_id: &str, generation: i64) -> Result<Vec<StoredOrder>> {
+        let rows = sqlx::query(&format!(
+            "{SELECT_ORDER} WHERE sale_id = $1 AND generation = $2 ORDER BY order_id"
+        ))
+        .bind(sale_id)
+        .bind(generation)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(stored_order).collect()
+    }
+
+    /// A page of a sale's orders, optionally of one user, after order id
+    /// `after` (exclusive), at most `limit`.
+    pub async fn orders_page(
+        &self,
+        sale_id: &str,
+        user_id: Option<&str>,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<StoredOrder>> {
+        let rows = sqlx::query(&format!(
+            "{SELECT_ORDER} WHERE sale_id = $1 AND ($2 IS NULL OR user_id = $2) \
+             AND ($3 IS NULL OR order_id > $3) ORDER BY order_id LIMIT $4"
+        ))
+        .bind(sale_id)
+        .bind(user_id)
+        .bind(after)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(stored_order).collect()
+    }
+
+    /// Raw access for tests and tools that plant faults.
+    pub fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    /// Reachable now?
+    pub async fn ping(&self) -> Result<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+}
+
+const SELECT_ORDER: &str = "SELECT order_id, sale_id, generation, user_id, quantity, request_id, \
+     state, created_ms, updated_ms FROM orders";
+
+fn stored_order(r: &sqlx::any::AnyRow) -> Result<StoredOrder> {
+    Ok(StoredOrder {
+        order_id: r.try_get(0)?,
+        sale_id: r.try_get(1)?,
+        generation: r.try_get(2)?,
+        user_id: r.try_get(3)?,
+        quantity: r.try_get(4)?,
+        request_id: r.try_get(5)?,
+        state: r.try_get(6)?,
+        created_ms: r.try_get(7)?,
+        updated_ms: r.try_get(8)?,
+    })
+}
+
+/// The last event per order id: one statement may not touch a row twice.
+fn dedup_last(events: Vec<&Event>) -> Vec<&Event> {
+    let mut seen = std::collections::HashSet::new();
+    let mut kept: Vec<&Event> = events
+        .into_iter()
+        .rev()
+        .filter(|e| seen.insert(e.order_id.as_str()))
+        .collect();
+    kept.reverse();
+    kept
+}

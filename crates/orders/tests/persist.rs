@@ -1,0 +1,424 @@
+//! The order pipeline against a real redis-server and real SQL: SQLite
+//! always, PostgreSQL when one is reachable (said so when skipped).
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use seckill_engine::{Engine, Outcome, PurchaseRequest, SaleSpec, Strategy, race};
+use seckill_orders::{Finding, Persister, PersisterConfig, Store, audit, repair_from_sql};
+use seckill_testkit::RedisServer;
+
+struct Rig {
+    server: RedisServer,
+    engine: Engine,
+    store: Store,
+    _dir: tempfile::TempDir,
+}
+
+async fn rig() -> Rig {
+    let server = RedisServer::start().unwrap();
+    let engine = Engine::connect(&server.url()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().join("orders.db").to_str().unwrap())
+        .await
+        .unwrap();
+    Rig {
+        server,
+        engine,
+        store,
+        _dir: dir,
+    }
+}
+
+fn config(consumer: &str) -> PersisterConfig {
+    PersisterConfig {
+        consumer: consumer.to_owned(),
+        batch: 500,
+        claim_idle: Duration::from_millis(200),
+        housekeeping: Duration::from_millis(50),
+        ..PersisterConfig::default()
+    }
+}
+
+/// Runs persister rounds until the sale's audit shows no backlog.
+async fn drain(rig: &Rig, sale: &str, consumer: &str) {
+    let mut persister = Persister::new(&rig.server.url(), rig.store.clone(), config(consumer))
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if persister.round().await.unwrap() > 0 {
+            continue;
+        }
+        let report = audit(&rig.engine, &rig.store, &rig.server.url(), sale)
+            .await
+            .unwrap();
+        if report.backlog == 0 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "backlog never drained: {report:?}"
+        );
+    }
+}
+
+/// Every order Redis holds is in SQL exactly once, in the same state.
+async fn assert_sql_matches_redis(rig: &Rig, sale: &str) {
+    let redis = rig.engine.orders(sale).await.unwrap();
+    let generation = rig.engine.sale(sale).await.unwrap().generation as i64;
+    let sql = rig.store.orders(sale, generation).await.unwrap();
+    assert_eq!(sql.len(), redis.len(), "row count");
+    let by_id: HashMap<&str, &str> = sql
+        .iter()
+        .map(|o| (o.order_id.as_str(), o.state.as_str()))
+        .collect();
+    for order in &redis {
+        assert_eq!(
+            by_id.get(order.order_id.as_str()),
+            Some(&order.state.as_str()),
+            "{}",
+            order.order_id
+        );
+    }
+    let report = audit(&rig.engine, &rig.store, &rig.server.url(), sale)
+        .await
+        .unwrap();
+    assert!(report.clean, "{report:#?}");
+}
+
+/// `buyers` purchases by users u0, u1, ... each with a request id never used before.
+async fn buy_all(engine: &Engine, sale: &str, buyers: usize) -> Vec<String> {
+    let purchaser = engine.purchaser(Strategy::Atomic, sale).await.unwrap();
+    let batch = rand::random::<u32>();
+    let requests = (0..buyers)
+        .map(|i| PurchaseRequest::new(&format!("u{i}")).request_id(&format!("r{batch}-{i}")))
+        .collect();
+    let race = race(&purchaser, requests, 256, |_| {}).await;
+    race.demand
+        .acknowledged
+        .into_iter()
+        .map(|o| o.order_id)
+        .collect()
+}
+
+async fn twenty_thousand_purchases(rig: &Rig) {
+    rig.engine
+        .create_sale(&SaleSpec::new("big", 20_000))
+        .await
+        .unwrap();
+    let orders = buy_all(&rig.engine, "big", 20_000).await;
+    assert_eq!(orders.len(), 20_000);
+    for order in orders.iter().step_by(7) {
+        rig.engine.pay(order).await.unwrap();
+    }
+    for order in orders.iter().skip(3).step_by(11) {
+        let _ = rig.engine.cancel(order).await;
+    }
+    drain(rig, "big", "p1").await;
+    assert_sql_matches_redis(rig, "big").await;
+    let paid = rig
+        .store
+        .orders(
+            "big",
+            rig.engine.sale("big").await.unwrap().generation as i64,
+        )
+        .await
+        .unwrap()
+        .iter()
+        .filter(|o| o.state == "paid")
+        .count();
+    assert_eq!(paid, 20_000usize.div_ceil(7));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_thousand_purchases_reach_sqlite_exactly_once() {
+    twenty_thousand_purchases(&rig().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_thousand_purchases_reach_postgres_exactly_once() {
+    let Some((store, _db)) = postgres().await else {
+        eprintln!("skipped: PostgreSQL not reachable (set DATABASE_URL)");
+        return;
+    };
+    let mut rig = rig().await;
+    rig.store = store;
+    twenty_thousand_purchases(&rig).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn persisters_killed_mid_batch_or_running_side_by_side_lose_and_duplicate_nothing() {
+    let rig = rig().await;
+    rig.engine
+        .create_sale(&SaleSpec::new("k", 10_000))
+        .await
+        .unwrap();
+    let url = rig.server.url();
+    // Two persisters side by side while buyers arrive; one is killed mid-way.
+    let doomed = Persister::new(&url, rig.store.clone(), config("doomed"))
+        .await
+        .unwrap();
+    let steady = Persister::new(&url, rig.store.clone(), config("steady"))
+        .await
+        .unwrap();
+    let doomed = tokio::spawn(doomed.run(std::future::pending()));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let steady = tokio::spawn(steady.run(async {
+        stopped.await.ok();
+    }));
+    let buying = tokio::spawn({
+        let engine = rig.engine.clone();
+        async move { buy_all(&engine, "k", 10_000).await }
+    });
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    doomed.abort();
+    let orders = buying.await.unwrap();
+    assert_eq!(orders.len(), 10_000);
+    stop.send(()).unwrap();
+    steady.await.unwrap();
+    // A fresh persister takes over whatever the dead one left pending.
+    drain(&rig, "k", "heir").await;
+    assert_sql_matches_redis(&rig, "k").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_orders_are_expired_in_sql_and_their_stock_resold() {
+    let rig = rig().await;
+    let spec = SaleSpec::new("exp", 50)
+        .per_user_limit(1)
+        .payment_timeout_secs(1);
+    rig.engine.create_sale(&spec).await.unwrap();
+    let orders = buy_all(&rig.engine, "exp", 50).await;
+    for order in &orders[..10] {
+        rig.engine.pay(order).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    assert_eq!(rig.engine.expire_due("exp", 1_000).await.unwrap(), 40);
+    let again = buy_all(&rig.engine, "exp", 50).await;
+    assert_eq!(again.len(), 40, "expired units and allowances came back");
+    drain(&rig, "exp", "p").await;
+    assert_sql_matches_redis(&rig, "exp").await;
+    let generation = rig.engine.sale("exp").await.unwrap().generation as i64;
+    let sql = rig.store.orders("exp", generation).await.unwrap();
+    assert_eq!(sql.iter().filter(|o| o.state == "expired").count(), 40);
+}
+
+#[tokio::test]
+async fn audit_finds_planted_mismatches() {
+    let rig = rig().await;
+    rig.engine
+        .create_sale(&SaleSpec::new("a", 100).per_user_limit(1))
+        .await
+        .unwrap();
+    let orders = buy_all(&rig.engine, "a", 30).await;
+    drain(&rig, "a", "p").await;
+    assert_sql_matches_redis(&rig, "a").await;
+
+    sqlx::query("DELETE FROM orders WHERE order_id = $1")
+        .bind(&orders[0])
+        .execute(rig.store.pool())
+        .await
+        .unwrap();
+    let report = audit(&rig.engine, &rig.store, &rig.server.url(), "a")
+        .await
+        .unwrap();
+    assert_eq!(
+        report.findings,
+        [Finding::MissingInSql {
+            order_id: orders[0].clone()
+        }]
+    );
+
+    let mut conn = redis::Client::open(rig.server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let () = redis::cmd("SET")
+        .arg("seckill:{sale:a}:stock")
+        .arg(99)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let report = audit(&rig.engine, &rig.store, &rig.server.url(), "a")
+        .await
+        .unwrap();
+    assert!(!report.clean);
+    assert!(report.findings.contains(&Finding::StockMismatch {
+        stock: 100,
+        remaining: 99,
+        held: 30
+    }));
+}
+
+#[tokio::test]
+async fn a_backlog_is_reported_apart_from_mismatches() {
+    let rig = rig().await;
+    rig.engine
+        .create_sale(&SaleSpec::new("b", 10))
+        .await
+        .unwrap();
+    buy_all(&rig.engine, "b", 4).await;
+    let report = audit(&rig.engine, &rig.store, &rig.server.url(), "b")
+        .await
+        .unwrap();
+    assert_eq!((report.backlog, report.in_backlog), (4, 4));
+    assert!(report.clean, "{report:#?}");
+    assert!(matches!(
+        repair_from_sql(&rig.engine, &rig.store, &rig.server.url(), "b").await,
+        Err(seckill_orders::Error::Backlog { backlog: 4, .. })
+    ));
+}
+
+#[tokio::test]
+async fn a_redis_that_lost_its_data_is_rebuilt_from_sql() {
+    let rig = rig().await;
+    let spec = SaleSpec::new("r", 10).per_user_limit(2);
+    rig.engine.create_sale(&spec).await.unwrap();
+    let orders = buy_all(&rig.engine, "r", 6).await;
+    rig.engine.pay(&orders[0]).await.unwrap();
+    rig.engine.cancel(&orders[1]).await.unwrap();
+    drain(&rig, "r", "p").await;
+
+    let mut conn = redis::Client::open(rig.server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let () = redis::cmd("FLUSHALL").query_async(&mut conn).await.unwrap();
+    let report = audit(&rig.engine, &rig.store, &rig.server.url(), "r")
+        .await
+        .unwrap();
+    assert_eq!(report.findings, [Finding::SaleMissingInRedis]);
+
+    repair_from_sql(&rig.engine, &rig.store, &rig.server.url(), "r")
+        .await
+        .unwrap();
+    let sale = rig.engine.sale("r").await.unwrap();
+    assert_eq!((sale.remaining, sale.sold), (5, 5));
+    let report = audit(&rig.engine, &rig.store, &rig.server.url(), "r")
+        .await
+        .unwrap();
+    assert!(report.clean, "{report:#?}");
+    // Request ids and order numbers carry on from where they were.
+    let buy = rig.engine.purchaser(Strategy::Atomic, "r").await.unwrap();
+    let first = rig.store.orders("r", sale.generation as i64).await.unwrap();
+    let first = first.iter().find(|o| o.order_id == orders[0]).unwrap();
+    let retry = buy
+        .purchase(
+            &PurchaseRequest::new(&first.user_id).request_id(first.request_id.as_deref().unwrap()),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(retry, Outcome::Duplicate(o) if o.order_id == orders[0]));
+    let fresh = buy.purchase(&PurchaseRequest::new("new")).await.unwrap();
+    let Outcome::Ok(fresh) = fresh else {
+        panic!("{fresh:?}")
+    };
+    assert!(!orders.contains(&fresh.order_id));
+    assert_eq!(
+        rig.engine.pay(&orders[0]).await.unwrap(),
+        seckill_engine::OrderState::Paid
+    );
+}
+
+#[tokio::test]
+async fn trimming_keeps_every_unacknowledged_entry() {
+    let rig = rig().await;
+    rig.engine
+        .create_sale(&SaleSpec::new("t", 100))
+        .await
+        .unwrap();
+    buy_all(&rig.engine, "t", 20).await;
+    drain(&rig, "t", "p").await;
+    // A consumer reads 5 new entries and dies without acknowledging them.
+    buy_all(&rig.engine, "t", 5).await;
+    let mut conn = redis::Client::open(rig.server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let key = "seckill:{sale:t}:orders";
+    let _: redis::Value = redis::cmd("XREADGROUP")
+        .arg("GROUP")
+        .arg("persister")
+        .arg("ghost")
+        .arg("STREAMS")
+        .arg(key)
+        .arg(">")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    buy_all(&rig.engine, "t", 3).await;
+    // One persister round trims: the 20 acknowledged entries go, the ghost's
+    // 5 and the 3 undelivered stay (the 3 are then persisted and acknowledged).
+    let mut p = Persister::new(
+        &rig.server.url(),
+        rig.store.clone(),
+        PersisterConfig {
+            claim_idle: Duration::from_secs(60),
+            ..config("p2")
+        },
+    )
+    .await
+    .unwrap();
+    p.round().await.unwrap();
+    p.round().await.unwrap();
+    let len: u64 = redis::cmd("XLEN")
+        .arg(key)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        len, 8,
+        "trimmed down to the unacknowledged entries and after"
+    );
+    let pending: (u64,) = redis::cmd("XPENDING")
+        .arg(key)
+        .arg("persister")
+        .query_async::<(u64, redis::Value, redis::Value, redis::Value)>(&mut conn)
+        .await
+        .map(|r| (r.0,))
+        .unwrap();
+    assert_eq!(pending.0, 5);
+}
+
+/// A fresh PostgreSQL database for one test, dropped with the guard.
+async fn postgres() -> Option<(Store, PgDatabase)> {
+    let base = std::env::var("DATABASE_URL")
+        .ok()
+        .filter(|u| u.starts_with("postgres"))
+        .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+    sqlx::any::install_default_drivers();
+    let admin = tokio::time::timeout(Duration::from_secs(3), sqlx::AnyPool::connect(&base))
+        .await
+        .ok()?
+        .ok()?;
+    let name = format!("seckill_test_{:08x}", rand::random::<u32>());
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&admin)
+        .await
+        .ok()?;
+    let (prefix, _) = base.rsplit_once('/')?;
+    let store = Store::open(&format!("{prefix}/{name}")).await.ok()?;
+    Some((store, PgDatabase { admin, name }))
+}
+
+struct PgDatabase {
+    admin: sqlx::AnyPool,
+    name: String,
+}
+
+impl Drop for PgDatabase {
+    fn drop(&mut self) {
+        let (admin, name) = (self.admin.clone(), self.name.clone());
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(async move {
+                let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                    .execute(&admin)
+                    .await;
+            });
+        }
+    }
+}
