@@ -187,20 +187,19 @@ impl Store {
         .bind(id)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row
-            .map(|r| -> Result<StoredSale> {
-                Ok(StoredSale {
-                    id: r.try_get(0)?,
-                    name: r.try_get(1)?,
-                    stock: r.try_get(2)?,
-                    per_user_limit: r.try_get(3)?,
-                    starts_at_ms: r.try_get(4)?,
-                    ends_at_ms: r.try_get(5)?,
-                    payment_timeout_secs: r.try_get(6)?,
-                    generation: r.try_get(7)?,
-                })
+        row.map(|r| -> Result<StoredSale> {
+            Ok(StoredSale {
+                id: r.try_get(0)?,
+                name: r.try_get(1)?,
+                stock: r.try_get(2)?,
+                per_user_limit: r.try_get(3)?,
+                starts_at_ms: r.try_get(4)?,
+                ends_at_ms: r.try_get(5)?,
+                payment_timeout_secs: r.try_get(6)?,
+                generation: r.try_get(7)?,
             })
-            .transpose()?)
+        })
+        .transpose()
     }
 
     /// Orders of one generation of a sale, by order id.
