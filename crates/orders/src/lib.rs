@@ -7,6 +7,7 @@
 //! - `event`: [`Event`], an order event parsed from a stream entry.
 //! - `persister`: [`Persister`], the consumer-group reader that commits
 //!   before it acknowledges, reclaims abandoned entries and trims safely.
+//! - `sweeper`: [`sweep_forever`], expiry of unpaid orders in every sale.
 //! - `audit`: [`audit()`] and [`repair_from_sql`].
 //! - `error`: [`Error`].
 //!
@@ -24,9 +25,11 @@ mod error;
 mod event;
 mod persister;
 mod store;
+mod sweeper;
 
 pub use audit::{Finding, Report, audit, repair_from_sql};
 pub use error::{Error, Result};
 pub use event::Event;
 pub use persister::{GROUP, Persister, PersisterConfig};
 pub use store::{Store, StoredOrder, StoredSale};
+pub use sweeper::{sweep, sweep_forever};

@@ -86,7 +86,7 @@ impl Store {
             })
             .connect(&url)
             .await?;
-        sqlx::migrate!("./migrations").run(&pool).await?;
+        migrate(&pool).await?;
         Ok(Self { pool, postgres })
     }
 
@@ -245,6 +245,25 @@ impl Store {
     pub async fn ping(&self) -> Result<()> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())
+    }
+}
+
+/// Brings the schema up to date. SQLite has no migration lock, so two
+/// processes opening a fresh file at once can collide; the loser retries and
+/// then finds the work done.
+async fn migrate(pool: &AnyPool) -> Result<()> {
+    let migrator = sqlx::migrate!("./migrations");
+    let mut attempt = 0;
+    loop {
+        match migrator.run(pool).await {
+            Ok(()) => return Ok(()),
+            Err(e) if attempt < 5 => {
+                attempt += 1;
+                tracing::debug!(error = %e, attempt, "migration collided; retrying");
+                tokio::time::sleep(Duration::from_millis(100 * attempt)).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
 }
 
