@@ -10,6 +10,8 @@ use seckill_engine::{
 };
 use serde::Serialize;
 
+use seckill_orders::{Persister, PersisterConfig, Store, unpersisted};
+
 use crate::redis_benchmark;
 use crate::stats::{Latency, progress};
 use crate::target::Target;
@@ -44,6 +46,11 @@ pub struct Args {
     /// `coalesced`: batches in flight at once [default: the engine's].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
     batch_in_flight: Option<u32>,
+    /// Run the order persister into this database (SQLite path or
+    /// `postgres://` URL) during the race, and report how long its backlog
+    /// takes to drain once the buyers stop.
+    #[arg(long)]
+    persist_to: Option<String>,
     /// Also run `redis-benchmark` (50 clients, -P 1 and -P 16) with the
     /// seeds' check+DECR script and the full purchase script, same server.
     #[arg(long)]
@@ -94,6 +101,10 @@ struct Row {
     attempts_per_s: f64,
     p50_ms: f64,
     p99_ms: f64,
+    /// With `--persist-to`: from the last answer to an empty backlog.
+    persist_drain_ms: Option<f64>,
+    /// With `--persist-to`: orders of this sale in SQL.
+    persisted_orders: Option<u64>,
     verdict: Verdict,
     ok: bool,
 }
@@ -113,9 +124,18 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         .with_context(|| format!("connecting to {}", target.url))?
         .with_coalescer(coalescer(&args));
     let run_id = format!("{:08x}", rand::random::<u32>());
+    let store = match &args.persist_to {
+        Some(db) => Some(
+            Store::open(db)
+                .await
+                .with_context(|| format!("opening {db}"))?,
+        ),
+        None => None,
+    };
     let mut rows = Vec::new();
     for strategy in args.strategy.strategies() {
-        let row = bench(&engine, &args, &run_id, strategy).await?;
+        let persist = store.as_ref().map(|s| (s, target.url.as_str()));
+        let row = bench(&engine, &args, &run_id, strategy, persist).await?;
         if args.json {
             println!("{}", serde_json::to_string(&row)?);
         }
@@ -141,12 +161,22 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     })
 }
 
-async fn bench(engine: &Engine, args: &Args, run_id: &str, strategy: Strategy) -> Result<Row> {
+async fn bench(
+    engine: &Engine,
+    args: &Args,
+    run_id: &str,
+    strategy: Strategy,
+    persist: Option<(&Store, &str)>,
+) -> Result<Row> {
     let id = format!("bench-{run_id}-{}", strategy.name());
     let mut spec = SaleSpec::new(&id, args.stock).inventory(strategy.inventory());
     spec.per_user_limit = args.per_user_limit;
-    engine.create_sale(&spec).await?;
+    let generation = engine.create_sale(&spec).await?.generation;
     let purchaser = engine.purchaser(strategy, &id).await?;
+    let persister = match persist {
+        Some((store, url)) => Some(start_persister(store, url).await?),
+        None => None,
+    };
     let bar = progress(args.buyers, strategy.name());
     let requests = buyers(args.buyers);
     let ticker = bar.clone();
@@ -158,6 +188,16 @@ async fn bench(engine: &Engine, args: &Args, run_id: &str, strategy: Strategy) -
     )
     .await;
     bar.finish_and_clear();
+    let mut persisted = (None, None);
+    if let (Some((store, url)), Some((stop, task))) = (persist, persister) {
+        let drain = drained(url, &id).await?;
+        let _ = stop.send(());
+        tokio::task::spawn_blocking(move || task.join())
+            .await?
+            .map_err(|_| anyhow::anyhow!("the persister thread panicked"))?;
+        let rows = store.orders(&id, generation as i64).await?.len() as u64;
+        persisted = (Some(drain.as_secs_f64() * 1000.0), Some(rows));
+    }
     let verdict = verify(engine, &id, &outcome.demand).await?;
     engine.delete_sale(&id).await?;
 
@@ -182,7 +222,13 @@ async fn bench(engine: &Engine, args: &Args, run_id: &str, strategy: Strategy) -
         attempts_per_s: purchaser.attempts() as f64 / seconds,
         p50_ms: latency.ms(0.5),
         p99_ms: latency.ms(0.99),
-        ok: verdict.ok && errors == 0,
+        persist_drain_ms: persisted.0,
+        persisted_orders: persisted.1,
+        ok: verdict.ok
+            && errors == 0
+            && persisted
+                .1
+                .is_none_or(|n| n == outcome.demand.acknowledged.len() as u64),
         verdict,
     })
 }
@@ -198,6 +244,55 @@ fn coalescer(args: &Args) -> CoalescerConfig {
             .batch_in_flight
             .map_or(default.max_in_flight, |n| n as usize),
     }
+}
+
+type Running = (
+    tokio::sync::oneshot::Sender<()>,
+    std::thread::JoinHandle<()>,
+);
+
+/// Starts a persister on a thread and runtime of its own, as a separate
+/// `seckill persist` process would run, so it does not queue behind buyers.
+async fn start_persister(store: &Store, url: &str) -> Result<Running> {
+    let (store, url) = (store.clone(), url.to_owned());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let (ready, started) = tokio::sync::oneshot::channel::<Result<()>>();
+    let thread = std::thread::spawn(move || {
+        let runtime = match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => rt,
+            Err(e) => return drop(ready.send(Err(e.into()))),
+        };
+        runtime.block_on(async move {
+            match Persister::new(&url, store, PersisterConfig::default()).await {
+                Ok(persister) => {
+                    let _ = ready.send(Ok(()));
+                    persister.run(async { drop(stopped.await) }).await;
+                }
+                Err(e) => drop(ready.send(Err(e.into()))),
+            }
+        });
+    });
+    started.await??;
+    Ok((stop, thread))
+}
+
+/// Waits (at most a minute) for the sale's backlog to drain; answers how long it took.
+async fn drained(url: &str, sale: &str) -> Result<std::time::Duration> {
+    let started = std::time::Instant::now();
+    let mut conn = seckill_lock::client(url)?
+        .get_multiplexed_async_connection()
+        .await?;
+    while unpersisted(&mut conn, sale).await? > 0 {
+        anyhow::ensure!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "the persister did not drain sale {sale} within a minute"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    Ok(started.elapsed())
 }
 
 /// `count` one-unit requests from `count × 0.7` users, so about 30 % of the
@@ -275,6 +370,14 @@ fn print_table(rows: &[Row], baselines: &[Baseline]) {
         "p99 ms",
         "ok"
     );
+    for r in rows {
+        if let (Some(ms), Some(n)) = (r.persist_drain_ms, r.persisted_orders) {
+            println!(
+                "{:<10} persisted {n} orders; backlog drained {ms:.0} ms after the last answer",
+                r.strategy
+            );
+        }
+    }
     for r in rows {
         println!(
             "{:<10} {:>8} {:>8} {:>8} {:>8} {:>9} {:>6} {:>6} {:>8.3} {:>11.0} {:>11.0} {:>8.3} {:>8.3} {:>4}",

@@ -216,9 +216,23 @@ impl Engine {
         Ok(self.conn.clone().xlen(&keys.orders).await?)
     }
 
-    /// Purchase events in the sale's stream (not yet trimmed away).
-    pub async fn purchase_events(&self, id: &str) -> Result<u64> {
-        records::purchase_events(&mut self.conn.clone(), &SaleKeys::new(id)?).await
+    /// Events ever appended to the sale's stream, trimmed ones included
+    /// (0 if it has none): one per purchase and one per settled order.
+    pub async fn stream_events_added(&self, id: &str) -> Result<u64> {
+        let keys = SaleKeys::new(id)?;
+        let info: redis::RedisResult<HashMap<String, redis::Value>> = redis::cmd("XINFO")
+            .arg("STREAM")
+            .arg(&keys.orders)
+            .query_async(&mut self.conn.clone())
+            .await;
+        match info {
+            Ok(info) => Ok(info
+                .get("entries-added")
+                .and_then(|v| redis::from_redis_value_ref(v).ok())
+                .unwrap_or(0)),
+            Err(e) if e.to_string().contains("no such key") => Ok(0),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// The keys a script-level baseline (e.g. `redis-benchmark`) must pass

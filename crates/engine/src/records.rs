@@ -7,16 +7,12 @@ use std::collections::HashMap;
 
 use redis::AsyncCommands;
 use redis::aio::ConnectionManager;
-use redis::streams::StreamRangeReply;
 use serde::Serialize;
 
 use crate::error::Result;
 use crate::keys::SaleKeys;
 use crate::lifecycle::OrderInfo;
 use crate::sale::now_ms;
-
-/// Page size when reading a stream or a record hash.
-const PAGE: usize = 10_000;
 
 /// One order as recorded.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -73,24 +69,6 @@ pub(crate) async fn ledger(
         }
     }
     Ok(entries)
-}
-
-/// Purchase events in the sale's stream (entries without a `type`).
-pub(crate) async fn purchase_events(conn: &mut ConnectionManager, keys: &SaleKeys) -> Result<u64> {
-    let mut count = 0;
-    let mut start = "-".to_owned();
-    loop {
-        let page: StreamRangeReply = conn.xrange_count(&keys.orders, &start, "+", PAGE).await?;
-        count += page
-            .ids
-            .iter()
-            .filter(|e| !e.map.contains_key("type"))
-            .count() as u64;
-        match page.ids.last() {
-            Some(last) if page.ids.len() == PAGE => start = format!("({}", last.id),
-            _ => return Ok(count),
-        }
-    }
 }
 
 /// `YYYYMMDD` of a Unix time in ms, in UTC (civil-from-days, proleptic Gregorian).

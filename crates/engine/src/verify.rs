@@ -43,9 +43,10 @@ pub struct Verdict {
     pub lost_orders: u64,
     /// Recorded orders no buyer was told about.
     pub phantom_orders: u64,
-    /// Purchase events in the sale's stream (0 for the baselines, which keep
-    /// per-day records instead); otherwise it must equal the acknowledged orders.
-    pub stream_len: u64,
+    /// Events ever appended to the sale's stream (0 for the baselines, which
+    /// keep per-day records instead); otherwise one per acknowledged order
+    /// plus one per settled (paid, cancelled, expired) order.
+    pub stream_events: u64,
     pub ok: bool,
 }
 
@@ -53,7 +54,13 @@ pub struct Verdict {
 pub async fn verify(engine: &Engine, id: &str, demand: &Demand) -> Result<Verdict> {
     let sale = engine.sale(id).await?;
     let ledger = engine.ledger(id).await?;
-    let stream_len = engine.purchase_events(id).await?;
+    let stream_events = engine.stream_events_added(id).await?;
+    let settled = engine
+        .orders(id)
+        .await?
+        .iter()
+        .filter(|o| o.state != crate::OrderState::PendingPayment)
+        .count() as u64;
 
     let recorded: u64 = ledger.iter().map(|e| u64::from(e.quantity)).sum();
     let mut per_user: HashMap<&str, u64> = HashMap::new();
@@ -85,7 +92,8 @@ pub async fn verify(engine: &Engine, id: &str, demand: &Demand) -> Result<Verdic
     let phantom_orders = ids.iter().filter(|id| !acknowledged.contains(*id)).count() as u64;
     let oversold = recorded.max(sale.sold).saturating_sub(sale.stock);
     let undersold = expected.saturating_sub(recorded);
-    let stream_matches = stream_len == 0 || stream_len == demand.acknowledged.len() as u64;
+    let stream_matches =
+        stream_events == 0 || stream_events == demand.acknowledged.len() as u64 + settled;
     let ok = oversold == 0
         && undersold == 0
         && recorded == sale.sold
@@ -105,7 +113,7 @@ pub async fn verify(engine: &Engine, id: &str, demand: &Demand) -> Result<Verdic
         duplicate_orders,
         lost_orders,
         phantom_orders,
-        stream_len,
+        stream_events,
         ok,
     })
 }

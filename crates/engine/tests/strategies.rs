@@ -29,7 +29,7 @@ async fn race_with(strategy: Strategy, limit: Option<u32>) {
     assert_eq!((sale.remaining, sale.sold), (0, 1_000));
     assert_eq!(sale.status, seckill_engine::Status::SoldOut);
     if matches!(strategy, Strategy::Atomic | Strategy::Coalesced) {
-        assert_eq!(verdict.stream_len, 1_000);
+        assert_eq!(verdict.stream_events, 1_000);
     }
 }
 

@@ -23,5 +23,7 @@ CREATE TABLE IF NOT EXISTS orders (
     updated_ms BIGINT NOT NULL
 );
 
-CREATE INDEX IF NOT EXISTS orders_by_sale_user ON orders (sale_id, user_id, order_id);
+-- Pages of a sale's orders. No per-user index: buyers arrive in random
+-- order, and an index on them turns every batch into random page writes
+-- (measured: 5x slower persisting); listing one buyer's orders scans the sale.
 CREATE INDEX IF NOT EXISTS orders_by_sale ON orders (sale_id, order_id);

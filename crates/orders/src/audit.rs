@@ -9,7 +9,7 @@ use seckill_engine::{Engine, OrderInfo, OrderState, RestoredOrder, SaleSpec};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::persister::{acknowledged_floor, group_info};
+use crate::persister::{acknowledged_floor, unpersisted};
 use crate::store::{Store, StoredOrder};
 
 /// One thing found wrong.
@@ -85,7 +85,7 @@ pub async fn audit(engine: &Engine, store: &Store, redis_url: &str, id: &str) ->
     };
     let mut conn = stream_connection(redis_url).await?;
     let key = Engine::stream_key(id)?;
-    let (backlog, backlog_orders) = backlog(&mut conn, &key).await?;
+    let (backlog, backlog_orders) = backlog(&mut conn, id).await?;
 
     let redis_orders = engine.orders(id).await?;
     let held: u64 = live_units(redis_orders.iter().map(|o| (o.state, o.quantity)));
@@ -191,7 +191,7 @@ pub async fn repair_from_sql(
     id: &str,
 ) -> Result<()> {
     let mut conn = stream_connection(redis_url).await?;
-    let (backlog, _) = backlog(&mut conn, &Engine::stream_key(id)?).await?;
+    let (backlog, _) = backlog(&mut conn, id).await?;
     if backlog > 0 {
         return Err(Error::Backlog {
             sale: id.to_owned(),
@@ -249,16 +249,14 @@ async fn stream_connection(redis_url: &str) -> Result<redis::aio::MultiplexedCon
 /// Entries not yet persisted, and the orders they concern.
 async fn backlog(
     conn: &mut redis::aio::MultiplexedConnection,
-    key: &str,
+    sale: &str,
 ) -> Result<(u64, HashSet<String>)> {
+    let key = &Engine::stream_key(sale)?;
     let start = match acknowledged_floor(conn, key).await? {
         Some(floor) => floor,
         None => "-".to_owned(),
     };
-    let count = match group_info(conn, key).await? {
-        Some(g) => g.pending + g.lag.unwrap_or(0),
-        None => conn.xlen(key).await?,
-    };
+    let count = unpersisted(conn, sale).await?;
     let mut orders = HashSet::new();
     if count > 0 {
         for entry in read_from(conn, key, &start).await? {

@@ -30,6 +30,6 @@ mod sweeper;
 pub use audit::{Finding, Report, audit, repair_from_sql};
 pub use error::{Error, Result};
 pub use event::Event;
-pub use persister::{GROUP, Persister, PersisterConfig};
+pub use persister::{GROUP, Persister, PersisterConfig, unpersisted};
 pub use store::{Store, StoredOrder, StoredSale};
 pub use sweeper::{sweep, sweep_forever};

@@ -241,6 +241,17 @@ impl Persister {
     }
 }
 
+/// Order events of sale `sale_id` not yet persisted: read but not
+/// acknowledged, or not read at all (the whole stream before any persister
+/// has seen the sale).
+pub async fn unpersisted(conn: &mut MultiplexedConnection, sale_id: &str) -> Result<u64> {
+    let key = Engine::stream_key(sale_id)?;
+    Ok(match group_info(conn, &key).await? {
+        Some(g) => g.pending + g.lag.unwrap_or(0),
+        None => conn.xlen(&key).await?,
+    })
+}
+
 /// The lowest entry id the group still needs: its oldest pending entry, or
 /// the one after the last delivered. Entries below it are safe to drop.
 /// `None` if the group does not exist.

@@ -10,6 +10,17 @@ use sqlx::{AnyPool, Row};
 use crate::error::{Error, Result};
 use crate::event::Event;
 
+/// Several persisters may share one file: wait for the writer instead of
+/// failing, and let readers run beside it (WAL). A commit survives a process
+/// crash (WAL + NORMAL); a large page cache keeps the indexes in memory.
+const SQLITE_PRAGMAS: [&str; 5] = [
+    "PRAGMA busy_timeout = 10000",
+    "PRAGMA journal_mode = WAL",
+    "PRAGMA synchronous = NORMAL",
+    "PRAGMA cache_size = -65536",
+    "PRAGMA temp_store = MEMORY",
+];
+
 /// Rows per multi-row statement: well inside both databases' parameter limits.
 const CHUNK: usize = 500;
 
@@ -69,17 +80,9 @@ impl Store {
             .after_connect(move |conn, _| {
                 Box::pin(async move {
                     if !postgres {
-                        // Several persisters may share one file: wait for the
-                        // writer instead of failing, and let readers run beside it.
-                        sqlx::query("PRAGMA busy_timeout = 10000")
-                            .execute(&mut *conn)
-                            .await?;
-                        sqlx::query("PRAGMA journal_mode = WAL")
-                            .execute(&mut *conn)
-                            .await?;
-                        sqlx::query("PRAGMA synchronous = NORMAL")
-                            .execute(&mut *conn)
-                            .await?;
+                        for pragma in SQLITE_PRAGMAS {
+                            sqlx::query(pragma).execute(&mut *conn).await?;
+                        }
                     }
                     Ok(())
                 })
@@ -118,22 +121,10 @@ impl Store {
                      request_id, state, created_ms, updated_ms) VALUES ",
                 );
                 for i in 0..chunk.len() {
-                    let b = i * 8;
                     if i > 0 {
                         sql.push(',');
                     }
-                    sql.push_str(&format!(
-                        "(${}, ${}, ${}, ${}, ${}, ${}, ${}, ${}, ${})",
-                        b + 1,
-                        b + 2,
-                        b + 3,
-                        b + 4,
-                        b + 5,
-                        b + 6,
-                        b + 7,
-                        b + 8,
-                        b + 8
-                    ));
+                    sql.push_str(&self.row_placeholders(i * 9, 9));
                 }
                 sql.push_str(" ON CONFLICT (order_id) ");
                 sql.push_str(conflict);
@@ -147,6 +138,7 @@ impl Store {
                         .bind(e.quantity)
                         .bind(e.request_id.clone())
                         .bind(e.state.as_str())
+                        .bind(e.at_ms)
                         .bind(e.at_ms);
                 }
                 query.execute(&mut *tx).await?;
@@ -154,6 +146,21 @@ impl Store {
         }
         tx.commit().await?;
         Ok(())
+    }
+
+    /// `(?, ?, …)` for SQLite, `($n, $n+1, …)` for PostgreSQL. SQLite's
+    /// numbered parameters get slow in statements with thousands of them.
+    fn row_placeholders(&self, first: usize, n: usize) -> String {
+        let params: Vec<String> = (first + 1..=first + n)
+            .map(|i| {
+                if self.postgres {
+                    format!("${i}")
+                } else {
+                    "?".to_owned()
+                }
+            })
+            .collect();
+        format!("({})", params.join(", "))
     }
 
     /// Records a sale (or its new generation, if the id was reused).
