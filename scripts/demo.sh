@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The main job end to end on a private redis-server the binary starts itself.
+# The main job, end to end: `seckill demo` starts its own redis-server and
+# SQLite file, serves the HTTP API, and runs a whole flash sale through it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
 cargo build --release -q -p seckill
-exec ./target/release/seckill lock-bench --mode hot --clients 32 --duration 5 "$@"
+exec ./target/release/seckill demo "$@"

@@ -4,6 +4,10 @@
 //! - `bench`: `seckill bench`, the purchase strategies raced and verified.
 //! - `persist`: `seckill persist`, order persister and expiry sweeper.
 //! - `audit`: `seckill audit`, Redis against itself and against SQL.
+//! - `serve`: `seckill serve`, the HTTP service.
+//! - `demo`: `seckill demo`, everything end to end on a private Redis.
+//! - `load`: `seckill load`, HTTP load on one sale, checked afterwards.
+//! - `http`: the keep-alive JSON client `demo` and `load` use.
 //! - `signals`: shutdown on SIGINT/SIGTERM.
 //! - `lock_bench`: `seckill lock-bench`, contention benchmark of the lock.
 //! - `target`: which Redis a command talks to (given URL or a private server).
@@ -13,9 +17,13 @@
 
 mod audit;
 mod bench;
+mod demo;
+mod http;
+mod load;
 mod lock_bench;
 mod persist;
 mod redis_benchmark;
+mod serve;
 mod signals;
 mod stats;
 mod target;
@@ -37,6 +45,13 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run everything end to end on a private redis-server: sale, 20,000
+    /// buyers over HTTP, payments, expiry, resale, audit.
+    Demo(demo::Args),
+    /// Serve the HTTP API (with the order persister and expiry sweeper).
+    Serve(serve::Args),
+    /// Send purchase load to a running service and check the sale after.
+    Load(load::Args),
     /// Race buyers for a sale through each purchase strategy and verify it.
     Bench(bench::Args),
     /// Move order events from Redis into SQL and expire unpaid orders.
@@ -47,8 +62,7 @@ enum Command {
     LockBench(lock_bench::Args),
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
@@ -56,17 +70,40 @@ async fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    let outcome = match cli.command {
-        Command::Bench(args) => bench::run(args).await,
-        Command::LockBench(args) => lock_bench::run(args).await,
-        Command::Persist(args) => persist::run(args).await,
-        Command::Audit(args) => audit::run(args).await,
+    // The service and its load run on every core; the benchmarks measure
+    // from one thread so client cost stays small and steady.
+    let runtime = match cli.command {
+        Command::Demo(_) | Command::Serve(_) | Command::Load(_) => {
+            tokio::runtime::Builder::new_multi_thread()
+        }
+        _ => tokio::runtime::Builder::new_current_thread(),
+    }
+    .enable_all()
+    .build();
+    let runtime = match runtime {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: starting the runtime: {e}");
+            return ExitCode::from(2);
+        }
     };
-    match outcome {
+    match runtime.block_on(dispatch(cli.command)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::from(2)
         }
+    }
+}
+
+async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Demo(args) => demo::run(args).await,
+        Command::Serve(args) => serve::run(args).await,
+        Command::Load(args) => load::run(args).await,
+        Command::Bench(args) => bench::run(args).await,
+        Command::LockBench(args) => lock_bench::run(args).await,
+        Command::Persist(args) => persist::run(args).await,
+        Command::Audit(args) => audit::run(args).await,
     }
 }

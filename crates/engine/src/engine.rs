@@ -121,6 +121,14 @@ impl Engine {
         Ok(deleted > 0)
     }
 
+    /// Whether Redis answers.
+    pub async fn ping(&self) -> Result<()> {
+        let () = redis::cmd("PING")
+            .query_async(&mut self.conn.clone())
+            .await?;
+        Ok(())
+    }
+
     /// Ids of all sales, in no particular order.
     pub async fn sale_ids(&self) -> Result<Vec<String>> {
         Ok(self.conn.clone().smembers(SALES).await?)

@@ -1,0 +1,161 @@
+//! `seckill load`: an HTTP load generator for one sale, bounded in count
+//! and time, that checks the sale afterwards.
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use clap::Args as ClapArgs;
+use serde::Serialize;
+use serde_json::json;
+
+use crate::http::{Http, code};
+use crate::stats::{Latency, progress};
+
+#[derive(ClapArgs)]
+pub struct Args {
+    /// Base URL of the service.
+    #[arg(long)]
+    url: String,
+    /// Sale to buy from.
+    #[arg(long)]
+    sale: String,
+    /// Purchase requests to send.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    buyers: u64,
+    /// Requests in flight at once.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    concurrency: u32,
+    /// Stop sending after this many seconds even if requests remain.
+    #[arg(long, default_value_t = 120)]
+    max_seconds: u64,
+    /// Give every request its own request id (idempotent retries).
+    #[arg(long)]
+    request_ids: bool,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+pub struct Report {
+    pub requests: u64,
+    pub seconds: f64,
+    pub requests_per_s: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    pub codes: BTreeMap<String, u64>,
+    pub stock: u64,
+    pub sold: u64,
+    pub acknowledged: u64,
+    pub oversold: u64,
+}
+
+pub async fn run(args: Args) -> Result<ExitCode> {
+    seckill_engine::check_id("sale", &args.sale)?;
+    let http = Http::new(&args.url, None);
+    let report = load(&http, &args).await?;
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        println!(
+            "{} requests in {:.2} s: {:.0}/s; latency p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
+            report.requests,
+            report.seconds,
+            report.requests_per_s,
+            report.p50_ms,
+            report.p99_ms,
+            report.max_ms
+        );
+        for (code, n) in &report.codes {
+            println!("  {code:<16} {n}");
+        }
+        println!(
+            "sale: stock {}, sold {}, acknowledged {}, oversold {}",
+            report.stock, report.sold, report.acknowledged, report.oversold
+        );
+    }
+    let ok = report.oversold == 0 && report.acknowledged <= report.sold;
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+pub async fn load(http: &Http, args: &Args) -> Result<Report> {
+    let path = format!("/v1/sales/{}/purchase", args.sale);
+    let (status, _) = http.get(&format!("/v1/sales/{}", args.sale)).await?;
+    anyhow::ensure!(status.is_success(), "sale {} answered {status}", args.sale);
+    let next = Arc::new(AtomicU64::new(0));
+    let deadline = Instant::now() + Duration::from_secs(args.max_seconds);
+    let users = (args.buyers * 7 / 10).max(1);
+    let bar = progress(args.buyers, "requests");
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..args.concurrency {
+        let (http, next, path, bar) = (http.clone(), next.clone(), path.clone(), bar.clone());
+        let (buyers, request_ids) = (args.buyers, args.request_ids);
+        tasks.push(tokio::spawn(async move {
+            let mut latency = Latency::default();
+            let mut codes: BTreeMap<String, u64> = BTreeMap::new();
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= buyers || Instant::now() >= deadline {
+                    break;
+                }
+                let mut body = json!({ "user_id": format!("u{}", rand::random_range(0..users)) });
+                if request_ids {
+                    body["request_id"] = json!(format!("r{i}"));
+                }
+                let t = Instant::now();
+                let answer = http.post(&path, &body).await;
+                latency.record(t.elapsed());
+                let code = match answer {
+                    Ok((status, body)) => code(status, &body),
+                    Err(_) => "transport_error".to_owned(),
+                };
+                *codes.entry(code).or_default() += 1;
+                if i % 256 == 0 {
+                    bar.set_position(i);
+                }
+            }
+            (latency, codes)
+        }));
+    }
+    let mut latency = Latency::default();
+    let mut codes: BTreeMap<String, u64> = BTreeMap::new();
+    for task in tasks {
+        let (l, c) = task.await?;
+        latency.merge(&l);
+        for (k, v) in c {
+            *codes.entry(k).or_default() += v;
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+    let (_, sale) = http
+        .get(&format!("/v1/sales/{}", args.sale))
+        .await
+        .context("reading the sale back")?;
+    let stock = sale["stock"].as_u64().unwrap_or(0);
+    let sold = sale["sold"].as_u64().unwrap_or(0);
+    let remaining = sale["remaining"].as_u64().unwrap_or(0);
+    let requests = latency.count();
+    Ok(Report {
+        requests,
+        seconds,
+        requests_per_s: requests as f64 / seconds,
+        p50_ms: latency.ms(0.5),
+        p99_ms: latency.ms(0.99),
+        max_ms: latency.max_ms(),
+        acknowledged: codes.get("ok").copied().unwrap_or(0),
+        codes,
+        stock,
+        sold,
+        oversold: (sold + remaining).saturating_sub(stock) + sold.saturating_sub(stock),
+    })
+}

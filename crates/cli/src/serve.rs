@@ -1,0 +1,63 @@
+//! `seckill serve`: the HTTP service until SIGINT or SIGTERM.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::Args as ClapArgs;
+
+#[derive(ClapArgs)]
+pub struct Args {
+    #[arg(long, env = "SECKILL_LISTEN", default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    #[arg(
+        long,
+        env = "SECKILL_REDIS_URL",
+        default_value = "redis://127.0.0.1:6379/"
+    )]
+    redis_url: String,
+    /// A `postgres://` URL, or a SQLite file path.
+    #[arg(long, env = "SECKILL_DATABASE_URL", default_value = "seckill.db")]
+    database_url: String,
+    /// Bearer token of the admin routes (never logged).
+    #[arg(long, env = "SECKILL_ADMIN_TOKEN", hide_env_values = true)]
+    admin_token: String,
+    /// Purchases per second one user may send (0: no limit).
+    #[arg(long, default_value_t = 50.0)]
+    rate_per_user: f64,
+    /// Burst one user may send above that rate.
+    #[arg(long, default_value_t = 100.0)]
+    burst_per_user: f64,
+    /// Do not run the order persister and expiry sweeper in this process
+    /// (run `seckill persist` instead).
+    #[arg(long)]
+    no_background: bool,
+}
+
+pub async fn run(args: Args) -> Result<ExitCode> {
+    anyhow::ensure!(
+        !args.admin_token.is_empty(),
+        "--admin-token must not be empty"
+    );
+    anyhow::ensure!(
+        args.rate_per_user >= 0.0 && args.burst_per_user >= 1.0,
+        "--rate-per-user must be >= 0 and --burst-per-user >= 1"
+    );
+    let config = seckill_service::Config {
+        listen: args.listen,
+        redis_url: args.redis_url,
+        database_url: args.database_url,
+        admin_token: args.admin_token,
+        rate_per_user: args.rate_per_user,
+        burst_per_user: args.burst_per_user,
+        background: !args.no_background,
+    };
+    let running = seckill_service::start(config)
+        .await
+        .context("starting the service")?;
+    println!("listening on http://{}", running.addr);
+    crate::signals::shutdown().await;
+    eprintln!("shutting down: finishing in-flight requests and persisting");
+    running.stop().await;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,55 @@
+//! `seckill serve`: the flash sale over HTTP (axum), with the order
+//! persister and expiry sweeper running beside it.
+//!
+//! Modules:
+//! - `server`: [`start`] and [`Config`]; the router, background tasks,
+//!   graceful shutdown, the restock listener behind the sold-out fast path.
+//! - `routes`: the handlers of the API described in `src/openapi.json`.
+//! - `state`: what handlers share: engine, store, purchasers, sold-out marks.
+//! - `extract`: the JSON body extractor that turns every rejection into a 4xx.
+//! - `limiter`: the per-user rate limit.
+//! - `metrics`: Prometheus metrics.
+//! - `error`: [`ApiError`] (what clients see) and [`Error`] (start-up).
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), seckill_service::Error> {
+//! let config = seckill_service::Config {
+//!     listen: "127.0.0.1:8080".parse().unwrap(),
+//!     redis_url: "redis://127.0.0.1:6379/".into(),
+//!     database_url: "seckill.db".into(),
+//!     admin_token: "secret".into(),
+//!     rate_per_user: 50.0,
+//!     burst_per_user: 100.0,
+//!     background: true,
+//! };
+//! let running = seckill_service::start(config).await?;
+//! println!("listening on http://{}", running.addr);
+//! running.stop().await;
+//! # Ok(()) }
+//! ```
+
+mod error;
+mod extract;
+mod limiter;
+mod metrics;
+mod routes;
+mod server;
+mod state;
+
+pub use error::ApiError;
+pub use server::{BODY_LIMIT, Config, Running, start};
+
+/// Why the service could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("redis: {0}")]
+    Redis(#[from] redis::RedisError),
+    #[error(transparent)]
+    Engine(#[from] seckill_engine::Error),
+    #[error(transparent)]
+    Orders(#[from] seckill_orders::Error),
+    #[error(transparent)]
+    Lock(#[from] seckill_lock::Error),
+    #[error("listen: {0}")]
+    Io(#[from] std::io::Error),
+}

@@ -1,0 +1,168 @@
+//! Builds the app and runs it with its background work: the order
+//! persister, the expiry sweeper and the restock listener.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use futures_util::StreamExt;
+use seckill_engine::{Engine, RESTOCK_CHANNEL};
+use seckill_orders::{Persister, PersisterConfig, Store, sweep_forever};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::error::ApiError;
+use crate::limiter::Limiter;
+use crate::state::AppState;
+use crate::{metrics, routes};
+
+/// Largest request body accepted.
+pub const BODY_LIMIT: usize = 16 * 1024;
+
+/// How `seckill serve` runs.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub redis_url: String,
+    /// A `postgres://` URL or a SQLite file path.
+    pub database_url: String,
+    /// Bearer token of the admin routes; empty refuses them all.
+    pub admin_token: String,
+    /// Purchases per second per user (0: no limit), and the burst allowed.
+    pub rate_per_user: f64,
+    pub burst_per_user: f64,
+    /// Run the order persister and expiry sweeper in this process.
+    pub background: bool,
+}
+
+/// A running service. Stop it with [`Running::stop`].
+pub struct Running {
+    pub addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Running {
+    /// Stops accepting, lets in-flight requests finish, lets the persister
+    /// commit and acknowledge what it holds, then returns.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        for task in self.tasks {
+            let _ = task.await;
+        }
+    }
+}
+
+/// Starts the service; answers once it listens.
+pub async fn start(config: Config) -> Result<Running, crate::Error> {
+    metrics::install();
+    let engine = Engine::connect(&config.redis_url).await?;
+    let store = Store::open(&config.database_url).await?;
+    let redis = seckill_lock::client(&config.redis_url)?
+        .get_multiplexed_async_connection()
+        .await?;
+    let state = Arc::new(AppState::new(
+        engine.clone(),
+        store.clone(),
+        config.admin_token.clone(),
+        Limiter::new(config.rate_per_user, config.burst_per_user),
+        redis,
+    ));
+    let listener = tokio::net::TcpListener::bind(config.listen).await?;
+    let addr = listener.local_addr()?;
+    let (stop, stopped) = watch::channel(false);
+    let until_stopped = move || {
+        let mut stopped = stopped.clone();
+        async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        }
+    };
+    let mut tasks = Vec::new();
+    let app = router(state.clone());
+    let serve_stop = until_stopped();
+    tasks.push(tokio::spawn(async move {
+        let served = axum::serve(listener, app)
+            .with_graceful_shutdown(serve_stop)
+            .await;
+        if let Err(e) = served {
+            tracing::error!(error = %e, "http server failed");
+        }
+    }));
+    tasks.push(tokio::spawn(listen_for_restock(
+        config.redis_url.clone(),
+        state.clone(),
+        until_stopped(),
+    )));
+    if config.background {
+        let persister =
+            Persister::new(&config.redis_url, store, PersisterConfig::default()).await?;
+        tasks.push(tokio::spawn(persister.run(until_stopped())));
+        tasks.push(tokio::spawn(sweep_forever(
+            engine,
+            Duration::from_millis(200),
+            until_stopped(),
+        )));
+    }
+    Ok(Running { addr, stop, tasks })
+}
+
+/// The routes, with metrics, the body limit and JSON 404/405 answers.
+pub fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/v1/sales", post(routes::create_sale))
+        .route("/v1/sales/{id}", get(routes::get_sale))
+        .route("/v1/sales/{id}/purchase", post(routes::purchase))
+        .route("/v1/sales/{id}/orders", get(routes::list_orders))
+        .route("/v1/orders/{order_id}", get(routes::get_order))
+        .route("/v1/orders/{order_id}/pay", post(routes::pay))
+        .route("/v1/orders/{order_id}/cancel", post(routes::cancel))
+        .route("/healthz", get(routes::healthz))
+        .route("/readyz", get(routes::readyz))
+        .route("/metrics", get(metrics::render))
+        .route("/openapi.json", get(routes::openapi))
+        .fallback(routes::not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(axum::middleware::from_fn(metrics::track))
+        .with_state(state)
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        axum::http::StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this route does not take that method",
+    )
+}
+
+/// Clears this instance's sold-out marks when stock returns to a sale.
+/// Re-subscribes after a lost connection; the sold-out marks expire on their
+/// own meanwhile, so a missed message costs one trip to Redis, not a sale.
+async fn listen_for_restock(url: String, state: Arc<AppState>, stopped: impl Future<Output = ()>) {
+    tokio::pin!(stopped);
+    loop {
+        let subscribed = async {
+            let client = redis::Client::open(url.as_str())?;
+            let mut pubsub = client.get_async_pubsub().await?;
+            pubsub.subscribe(RESTOCK_CHANNEL).await?;
+            let mut messages = pubsub.into_on_message();
+            while let Some(msg) = messages.next().await {
+                if let Ok(sale) = msg.get_payload::<String>() {
+                    state.restocked(&sale);
+                }
+            }
+            redis::RedisResult::Ok(())
+        };
+        tokio::select! {
+            () = &mut stopped => return,
+            _ = subscribed => {}
+        }
+        tokio::select! {
+            () = &mut stopped => return,
+            () = tokio::time::sleep(Duration::from_millis(200)) => {}
+        }
+    }
+}

@@ -1,0 +1,105 @@
+//! What every request handler shares.
+
+use std::collections::HashMap;
+use std::sync::RwLock;
+use std::time::{Duration, Instant};
+
+use seckill_engine::{Engine, Purchaser, Strategy};
+use seckill_orders::Store;
+use subtle::ConstantTimeEq;
+
+use crate::error::ApiError;
+use crate::limiter::Limiter;
+
+/// How long this instance trusts "sold out" without asking Redis again, in
+/// case a restock announcement was missed.
+const SOLD_OUT_TTL: Duration = Duration::from_secs(1);
+
+pub struct AppState {
+    pub engine: Engine,
+    pub store: Store,
+    admin_token: String,
+    pub limiter: Limiter,
+    /// One coalescing purchaser per sale, with the sale's per-user limit.
+    purchasers: RwLock<HashMap<String, (Purchaser, Option<u32>)>>,
+    /// Sales this instance saw sell out, and when.
+    sold_out: RwLock<HashMap<String, Instant>>,
+    /// For the stream backlog gauge.
+    pub redis: redis::aio::MultiplexedConnection,
+}
+
+impl AppState {
+    pub fn new(
+        engine: Engine,
+        store: Store,
+        admin_token: String,
+        limiter: Limiter,
+        redis: redis::aio::MultiplexedConnection,
+    ) -> Self {
+        Self {
+            engine,
+            store,
+            admin_token,
+            limiter,
+            purchasers: RwLock::default(),
+            sold_out: RwLock::default(),
+            redis,
+        }
+    }
+
+    /// Checks `Authorization: Bearer <token>` in constant time.
+    pub fn check_admin(&self, header: Option<&str>) -> Result<(), ApiError> {
+        let given = header
+            .and_then(|h| h.strip_prefix("Bearer "))
+            .unwrap_or("")
+            .as_bytes();
+        if !self.admin_token.is_empty() && bool::from(given.ct_eq(self.admin_token.as_bytes())) {
+            Ok(())
+        } else {
+            Err(ApiError::unauthorized())
+        }
+    }
+
+    /// The purchaser of sale `id` and its per-user limit, made on first use.
+    pub async fn purchaser(&self, id: &str) -> Result<(Purchaser, Option<u32>), ApiError> {
+        if let Some(p) = read(&self.purchasers).get(id) {
+            return Ok(p.clone());
+        }
+        let purchaser = self.engine.purchaser(Strategy::Coalesced, id).await?;
+        let limit = self.engine.sale(id).await?.per_user_limit;
+        let mut all = write(&self.purchasers);
+        Ok(all
+            .entry(id.to_owned())
+            .or_insert((purchaser, limit))
+            .clone())
+    }
+
+    /// Forgets a sale that no longer exists (or was recreated).
+    pub fn forget(&self, id: &str) {
+        write(&self.purchasers).remove(id);
+        write(&self.sold_out).remove(id);
+    }
+
+    pub fn is_sold_out(&self, id: &str) -> bool {
+        read(&self.sold_out)
+            .get(id)
+            .is_some_and(|at| at.elapsed() < SOLD_OUT_TTL)
+    }
+
+    pub fn mark_sold_out(&self, id: &str) {
+        write(&self.sold_out).insert(id.to_owned(), Instant::now());
+    }
+
+    /// Stock came back (cancel, expiry): ask Redis again.
+    pub fn restocked(&self, id: &str) {
+        write(&self.sold_out).remove(id);
+    }
+}
+
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(|e| e.into_inner())
+}
