@@ -16,7 +16,7 @@ use seckill_orders::{Store, audit, unpersisted};
 use seckill_testkit::RedisServer;
 use serde_json::{Value, json};
 
-use crate::http::{Http, code};
+use seckill_service::client::{Http, code};
 
 const SALE: &str = "demo";
 const STOCK: u64 = 100;

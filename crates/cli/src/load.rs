@@ -12,8 +12,8 @@ use clap::Args as ClapArgs;
 use serde::Serialize;
 use serde_json::json;
 
-use crate::http::{Http, code};
 use crate::stats::{Latency, progress};
+use seckill_service::client::{Http, code};
 
 #[derive(ClapArgs)]
 pub struct Args {

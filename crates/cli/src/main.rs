@@ -7,7 +7,6 @@
 //! - `serve`: `seckill serve`, the HTTP service.
 //! - `demo`: `seckill demo`, everything end to end on a private Redis.
 //! - `load`: `seckill load`, HTTP load on one sale, checked afterwards.
-//! - `http`: the keep-alive JSON client `demo` and `load` use.
 //! - `signals`: shutdown on SIGINT/SIGTERM.
 //! - `lock_bench`: `seckill lock-bench`, contention benchmark of the lock.
 //! - `target`: which Redis a command talks to (given URL or a private server).
@@ -18,7 +17,6 @@
 mod audit;
 mod bench;
 mod demo;
-mod http;
 mod load;
 mod lock_bench;
 mod persist;

@@ -9,6 +9,7 @@
 //! - `extract`: the JSON body extractor that turns every rejection into a 4xx.
 //! - `limiter`: the per-user rate limit.
 //! - `metrics`: Prometheus metrics.
+//! - `client`: [`client::Http`], a JSON client of this API (load, demo, tests).
 //! - `error`: [`ApiError`] (what clients see) and [`Error`] (start-up).
 //!
 //! ```no_run
@@ -28,6 +29,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod client;
 mod error;
 mod extract;
 mod limiter;

@@ -125,11 +125,6 @@ pub async fn purchase(
             "too many requests from this user; slow down",
         ));
     }
-    // Sold out here already: answer without Redis. Requests carrying a
-    // request id still go through, so a retry gets its original order.
-    if req.request_id.is_none() && state.is_sold_out(&id) {
-        return Err(refusal(Outcome::SoldOut));
-    }
     let (purchaser, limit) = state.purchaser(&id).await?;
     if let Some(limit) = limit
         && req.quantity > limit
@@ -138,6 +133,11 @@ pub async fn purchase(
             "quantity: {} is above the per-user limit of {limit}",
             req.quantity
         )));
+    }
+    // Sold out here already: answer without Redis. Requests carrying a
+    // request id still go through, so a retry gets its original order.
+    if req.request_id.is_none() && state.is_sold_out(&id) {
+        return Err(refusal(Outcome::SoldOut));
     }
     let outcome = match purchaser.purchase(&req).await {
         Err(seckill_engine::Error::SaleNotFound(_)) => {

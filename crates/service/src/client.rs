@@ -1,8 +1,16 @@
-//! A small keep-alive HTTP/1 JSON client for `demo` and `load`.
+//! A keep-alive HTTP/1 JSON client of this API, for load generators,
+//! demos and tests.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), seckill_service::client::ClientError> {
+//! let http = seckill_service::client::Http::new("http://127.0.0.1:8080", None);
+//! let (status, sale) = http.get("/v1/sales/drop-1").await?;
+//! println!("{status}: {} left", sale["remaining"]);
+//! # Ok(()) }
+//! ```
 
 use std::time::Duration;
 
-use anyhow::{Context, Result};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::{Method, Request, StatusCode};
@@ -13,6 +21,21 @@ use serde_json::Value;
 
 /// Longest one request may take before it counts as failed.
 const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A request that got no HTTP answer.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("http: {0}")]
+    Http(String),
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+}
+
+type Result<T> = std::result::Result<T, ClientError>;
+
+fn http_error(e: impl std::fmt::Display) -> ClientError {
+    ClientError::Http(e.to_string())
+}
 
 #[derive(Clone)]
 pub struct Http {
@@ -50,29 +73,51 @@ impl Http {
         path: &str,
         body: Option<&Value>,
     ) -> Result<(StatusCode, Value)> {
+        let (content_type, bytes) = match body {
+            Some(b) => (
+                Some("application/json"),
+                serde_json::to_vec(b).map_err(http_error)?,
+            ),
+            None => (None, Vec::new()),
+        };
+        self.raw(method, path, content_type, Bytes::from(bytes))
+            .await
+    }
+
+    /// Any request, as bytes: for clients (and tests) that send what JSON
+    /// values cannot express. A body that is not JSON answers `Value::Null`.
+    pub async fn raw(
+        &self,
+        method: Method,
+        path: &str,
+        content_type: Option<&str>,
+        body: Bytes,
+    ) -> Result<(StatusCode, Value)> {
         let mut req = Request::builder()
             .method(method)
             .uri(format!("{}{path}", self.base));
         if let Some(token) = &self.token {
             req = req.header("authorization", format!("Bearer {token}"));
         }
-        let body = match body {
-            Some(b) => {
-                req = req.header("content-type", "application/json");
-                Full::new(Bytes::from(serde_json::to_vec(b)?))
-            }
-            None => Full::new(Bytes::new()),
-        };
+        if let Some(content_type) = content_type {
+            req = req.header("content-type", content_type);
+        }
+        let req = req.body(Full::new(body)).map_err(http_error)?;
         let call = async {
-            let response = self.client.request(req.body(body)?).await?;
+            let response = self.client.request(req).await.map_err(http_error)?;
             let status = response.status();
-            let bytes = response.into_body().collect().await?.to_bytes();
+            let bytes = response
+                .into_body()
+                .collect()
+                .await
+                .map_err(http_error)?
+                .to_bytes();
             let value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-            anyhow::Ok((status, value))
+            Ok((status, value))
         };
         tokio::time::timeout(TIMEOUT, call)
             .await
-            .with_context(|| format!("{path}: no answer within {TIMEOUT:?}"))?
+            .map_err(|_| ClientError::Timeout(TIMEOUT))?
     }
 }
 

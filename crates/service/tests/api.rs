@@ -1,0 +1,484 @@
+//! The HTTP API end to end over real HTTP: every route and every error code,
+//! against a private redis-server and a SQLite file.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use hyper::{Method, StatusCode};
+use seckill_service::client::Http;
+use seckill_testkit::RedisServer;
+use serde_json::{Value, json};
+
+const TOKEN: &str = "test-admin-token";
+
+struct Rig {
+    server: RedisServer,
+    running: seckill_service::Running,
+    http: Http,
+    admin: Http,
+    _dir: tempfile::TempDir,
+}
+
+async fn rig(rate: f64, burst: f64) -> Rig {
+    let server = RedisServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let running = seckill_service::start(seckill_service::Config {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        redis_url: server.url(),
+        database_url: dir.path().join("o.db").to_string_lossy().into_owned(),
+        admin_token: TOKEN.to_owned(),
+        rate_per_user: rate,
+        burst_per_user: burst,
+        background: true,
+    })
+    .await
+    .unwrap();
+    let base = format!("http://{}", running.addr);
+    Rig {
+        server,
+        http: Http::new(&base, None),
+        admin: Http::new(&base, Some(TOKEN.to_owned())),
+        running,
+        _dir: dir,
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// Asserts an error answer: status and stable code.
+fn expect(answer: (StatusCode, Value), status: u16, code: &str) {
+    assert_eq!(answer.0.as_u16(), status, "{}", answer.1);
+    assert_eq!(answer.1["code"], code, "{}", answer.1);
+    assert!(answer.1["message"].as_str().is_some_and(|m| !m.is_empty()));
+}
+
+async fn create(rig: &Rig, body: Value) -> (StatusCode, Value) {
+    rig.admin.post("/v1/sales", &body).await.unwrap()
+}
+
+async fn buy(rig: &Rig, sale: &str, body: Value) -> (StatusCode, Value) {
+    rig.http
+        .post(&format!("/v1/sales/{sale}/purchase"), &body)
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sales_purchases_and_orders_answer_as_documented() {
+    let rig = rig(0.0, 1.0).await;
+    // Health, readiness, documentation, metrics.
+    assert_eq!(rig.http.get("/healthz").await.unwrap().0, StatusCode::OK);
+    assert_eq!(rig.http.get("/readyz").await.unwrap().1["status"], "ready");
+    let (status, doc) = rig.http.get("/openapi.json").await.unwrap();
+    assert_eq!(status, StatusCode::OK);
+    for path in [
+        "/v1/sales",
+        "/v1/sales/{id}/purchase",
+        "/v1/orders/{order_id}/pay",
+        "/readyz",
+    ] {
+        assert!(doc["paths"][path].is_object(), "{path} undocumented");
+    }
+
+    // Creating sales: admin only.
+    let spec = json!({ "id": "s1", "name": "Drop", "stock": 3, "per_user_limit": 2 });
+    expect(
+        rig.http.post("/v1/sales", &spec).await.unwrap(),
+        401,
+        "unauthorized",
+    );
+    let wrong = Http::new(&format!("http://{}", rig.running.addr), Some("nope".into()));
+    expect(
+        wrong.post("/v1/sales", &spec).await.unwrap(),
+        401,
+        "unauthorized",
+    );
+    let (status, sale) = create(&rig, spec.clone()).await;
+    assert_eq!(status, StatusCode::CREATED, "{sale}");
+    assert_eq!(
+        (sale["stock"].as_u64(), sale["remaining"].as_u64()),
+        (Some(3), Some(3))
+    );
+    expect(create(&rig, spec).await, 409, "sale_exists");
+    for bad in [
+        json!({ "id": "bad id", "name": "x", "stock": 1, "per_user_limit": 1 }),
+        json!({ "id": "x", "name": "x", "stock": 1, "per_user_limit": 0 }),
+        json!({ "id": "x", "name": "x", "stock": -1, "per_user_limit": 1 }),
+        json!({ "id": "x", "name": "x", "stock": "many", "per_user_limit": 1 }),
+        json!({ "id": "x", "name": "x", "stock": 1 }),
+        json!({ "id": "x", "name": "x", "stock": 1, "per_user_limit": 1, "color": "red" }),
+        json!({ "id": "x", "name": "x", "stock": 1, "per_user_limit": 1, "starts_at": 10, "ends_at": 5 }),
+        json!({ "id": "x", "name": "x", "stock": 1, "per_user_limit": 1, "payment_timeout_secs": 0 }),
+    ] {
+        expect(create(&rig, bad).await, 400, "invalid_request");
+    }
+
+    // Reading a sale.
+    let (status, sale) = rig.http.get("/v1/sales/s1").await.unwrap();
+    assert_eq!(status, StatusCode::OK);
+    for field in [
+        "id",
+        "name",
+        "stock",
+        "remaining",
+        "sold",
+        "per_user_limit",
+        "status",
+        "starts_at",
+        "ends_at",
+    ] {
+        assert!(sale.get(field).is_some(), "missing {field}: {sale}");
+    }
+    assert_eq!(sale["status"], "active");
+    expect(
+        rig.http.get("/v1/sales/nope").await.unwrap(),
+        404,
+        "sale_not_found",
+    );
+    expect(
+        rig.http.get("/v1/sales/bad%7Bid%7D").await.unwrap(),
+        400,
+        "invalid_request",
+    );
+
+    // Purchases, idempotent retries, limits, sold out.
+    let first = buy(&rig, "s1", json!({ "user_id": "ann", "request_id": "q1" })).await;
+    assert_eq!(first.0, StatusCode::OK, "{}", first.1);
+    assert_eq!(first.1["status"], "pending_payment");
+    assert_eq!(first.1["quantity"], 1);
+    let again = buy(&rig, "s1", json!({ "user_id": "ann", "request_id": "q1" })).await;
+    assert_eq!(again, first, "a retry gets the first answer");
+    assert_eq!(
+        buy(&rig, "s1", json!({ "user_id": "ann" })).await.0,
+        StatusCode::OK
+    );
+    expect(
+        buy(&rig, "s1", json!({ "user_id": "ann" })).await,
+        409,
+        "limit_exceeded",
+    );
+    let order = first.1["order_id"].as_str().unwrap().to_owned();
+    let bob = buy(&rig, "s1", json!({ "user_id": "bob" })).await;
+    assert_eq!(bob.0, StatusCode::OK);
+    expect(
+        buy(&rig, "s1", json!({ "user_id": "cy" })).await,
+        409,
+        "sold_out",
+    );
+    expect(
+        buy(&rig, "s1", json!({ "user_id": "cy" })).await,
+        409,
+        "sold_out",
+    );
+    expect(
+        buy(&rig, "nope", json!({ "user_id": "cy" })).await,
+        404,
+        "sale_not_found",
+    );
+    for bad in [
+        json!({}),
+        json!({ "user_id": "" }),
+        json!({ "user_id": "a b" }),
+        json!({ "user_id": "x".repeat(65) }),
+        json!({ "user_id": 7 }),
+        json!({ "user_id": "d", "quantity": 0 }),
+        json!({ "user_id": "d", "quantity": -1 }),
+        json!({ "user_id": "d", "quantity": 3 }),
+        json!({ "user_id": "d", "quantity": 1e20 }),
+        json!({ "user_id": "d", "quantity": "2" }),
+        json!({ "user_id": "d", "request_id": "no/slash" }),
+        json!({ "user_id": "d", "extra": true }),
+    ] {
+        expect(buy(&rig, "s1", bad).await, 400, "invalid_request");
+    }
+
+    // Orders: read, pay, pay again, cancel refusals.
+    let (status, info) = rig.http.get(&format!("/v1/orders/{order}")).await.unwrap();
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        (info["state"].as_str(), info["user_id"].as_str()),
+        (Some("pending_payment"), Some("ann"))
+    );
+    let pay = format!("/v1/orders/{order}/pay");
+    assert_eq!(
+        rig.http.post(&pay, &json!({})).await.unwrap().1["state"],
+        "paid"
+    );
+    assert_eq!(
+        rig.http.post(&pay, &json!({})).await.unwrap().1["state"],
+        "paid"
+    );
+    expect(
+        rig.http
+            .post(&format!("/v1/orders/{order}/cancel"), &json!({}))
+            .await
+            .unwrap(),
+        409,
+        "order_paid",
+    );
+    let bob_order = bob.1["order_id"].as_str().unwrap().to_owned();
+    let cancel = format!("/v1/orders/{bob_order}/cancel");
+    assert_eq!(
+        rig.http.post(&cancel, &json!({})).await.unwrap().1["state"],
+        "cancelled"
+    );
+    expect(
+        rig.http
+            .post(&format!("/v1/orders/{bob_order}/pay"), &json!({}))
+            .await
+            .unwrap(),
+        409,
+        "order_cancelled",
+    );
+    // The cancelled unit is back, and this instance learns it (restock).
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let (status, _) = buy(&rig, "s1", json!({ "user_id": "cy" })).await;
+        if status == StatusCode::OK {
+            break;
+        }
+        assert!(Instant::now() < deadline, "restocked unit never sold");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    expect(
+        rig.http.get("/v1/orders/s1-1-999").await.unwrap(),
+        404,
+        "order_not_found",
+    );
+    expect(
+        rig.http.get("/v1/orders/not-an-order").await.unwrap(),
+        400,
+        "invalid_request",
+    );
+
+    // Windows and expiry.
+    let later = json!({ "id": "later", "name": "x", "stock": 1, "per_user_limit": 1, "starts_at": now_ms() + 60_000 });
+    assert_eq!(create(&rig, later).await.0, StatusCode::CREATED);
+    expect(
+        buy(&rig, "later", json!({ "user_id": "d" })).await,
+        409,
+        "not_started",
+    );
+    let over = json!({ "id": "over", "name": "x", "stock": 1, "per_user_limit": 1,
+                       "starts_at": now_ms() - 60_000, "ends_at": now_ms() - 1_000 });
+    assert_eq!(create(&rig, over).await.0, StatusCode::CREATED);
+    expect(
+        buy(&rig, "over", json!({ "user_id": "d" })).await,
+        409,
+        "ended",
+    );
+    let quick = json!({ "id": "quick", "name": "x", "stock": 1, "per_user_limit": 1, "payment_timeout_secs": 1 });
+    assert_eq!(create(&rig, quick).await.0, StatusCode::CREATED);
+    let (_, slow) = buy(&rig, "quick", json!({ "user_id": "slow" })).await;
+    tokio::time::sleep(Duration::from_millis(1_300)).await;
+    let late_pay = format!("/v1/orders/{}/pay", slow["order_id"].as_str().unwrap());
+    expect(
+        rig.http.post(&late_pay, &json!({})).await.unwrap(),
+        409,
+        "order_expired",
+    );
+
+    // Admin listing from SQL, paginated.
+    let list = "/v1/sales/s1/orders";
+    expect(rig.http.get(list).await.unwrap(), 401, "unauthorized");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let all = loop {
+        let (status, page) = rig.admin.get(&format!("{list}?limit=100")).await.unwrap();
+        assert_eq!(status, StatusCode::OK, "{page}");
+        if page["orders"].as_array().unwrap().len() == 4 {
+            break page;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "orders never reached SQL: {page}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(all["next_after"].is_null());
+    let (_, first_page) = rig.admin.get(&format!("{list}?limit=3")).await.unwrap();
+    let after = first_page["next_after"].as_str().unwrap().to_owned();
+    let (_, rest) = rig
+        .admin
+        .get(&format!("{list}?limit=3&after={after}"))
+        .await
+        .unwrap();
+    assert_eq!(
+        first_page["orders"].as_array().unwrap().len() + rest["orders"].as_array().unwrap().len(),
+        4
+    );
+    let (_, anns) = rig.admin.get(&format!("{list}?user_id=ann")).await.unwrap();
+    assert_eq!(anns["orders"].as_array().unwrap().len(), 2);
+    expect(
+        rig.admin.get(&format!("{list}?limit=0")).await.unwrap(),
+        400,
+        "invalid_request",
+    );
+    expect(
+        rig.admin.get(&format!("{list}?limit=abc")).await.unwrap(),
+        400,
+        "invalid_request",
+    );
+    expect(
+        rig.admin.get(&format!("{list}?sort=asc")).await.unwrap(),
+        400,
+        "invalid_request",
+    );
+    expect(
+        rig.admin.get("/v1/sales/nope/orders").await.unwrap(),
+        404,
+        "sale_not_found",
+    );
+
+    // Unknown routes and methods.
+    expect(
+        rig.http.get("/v2/everything").await.unwrap(),
+        404,
+        "not_found",
+    );
+    expect(
+        rig.http.get("/v1/sales/s1/purchase").await.unwrap(),
+        405,
+        "method_not_allowed",
+    );
+    expect(
+        rig.http
+            .raw(Method::DELETE, "/v1/sales/s1", None, Bytes::new())
+            .await
+            .unwrap(),
+        405,
+        "method_not_allowed",
+    );
+
+    // Bodies that are not JSON, or too big.
+    let path = "/v1/sales/s1/purchase";
+    for (content_type, body) in [
+        (
+            Some("application/json"),
+            Bytes::from_static(b"{\"user_id\": "),
+        ),
+        (Some("application/json"), Bytes::from_static(b"[1, 2, 3]")),
+        (
+            Some("text/plain"),
+            Bytes::from_static(b"{\"user_id\": \"a\"}"),
+        ),
+        (None, Bytes::from_static(b"{\"user_id\": \"a\"}")),
+        (
+            Some("application/json"),
+            Bytes::from(vec![0xff, 0xfe, 0x00]),
+        ),
+    ] {
+        expect(
+            rig.http
+                .raw(Method::POST, path, content_type, body)
+                .await
+                .unwrap(),
+            400,
+            "invalid_request",
+        );
+    }
+    let huge = format!("{{\"user_id\": \"{}\"}}", "a".repeat(20 * 1024));
+    expect(
+        rig.http
+            .raw(
+                Method::POST,
+                path,
+                Some("application/json"),
+                Bytes::from(huge),
+            )
+            .await
+            .unwrap(),
+        413,
+        "payload_too_large",
+    );
+
+    // Metrics count routes, codes and purchase outcomes.
+    let metrics = reqwest_text(&rig, "/metrics").await;
+    for needle in [
+        "seckill_http_requests_total",
+        "route=\"/v1/sales/{id}/purchase\"",
+        "seckill_purchase_outcomes_total",
+        "seckill_http_request_duration_seconds",
+        "seckill_stream_backlog",
+    ] {
+        assert!(metrics.contains(needle), "metrics lack {needle}");
+    }
+    rig.running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_user_bursting_is_rate_limited_while_others_are_served() {
+    let rig = rig(1.0, 3.0).await;
+    let sale = json!({ "id": "r", "name": "x", "stock": 1000, "per_user_limit": 1000 });
+    assert_eq!(create(&rig, sale).await.0, StatusCode::CREATED);
+    let mut limited = 0;
+    for _ in 0..10 {
+        let (status, body) = buy(&rig, "r", json!({ "user_id": "flood" })).await;
+        if status == StatusCode::TOO_MANY_REQUESTS {
+            assert_eq!(body["code"], "rate_limited");
+            limited += 1;
+        }
+    }
+    assert!(limited >= 6, "{limited} of 10 limited");
+    assert_eq!(
+        buy(&rig, "r", json!({ "user_id": "calm" })).await.0,
+        StatusCode::OK
+    );
+    rig.running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_redis_the_service_answers_503_fast_and_recovers() {
+    let mut rig = rig(0.0, 1.0).await;
+    let sale = json!({ "id": "u", "name": "x", "stock": 10, "per_user_limit": 5 });
+    assert_eq!(create(&rig, sale).await.0, StatusCode::CREATED);
+    rig.server.kill();
+    let started = Instant::now();
+    expect(
+        buy(&rig, "u", json!({ "user_id": "a" })).await,
+        503,
+        "unavailable",
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    expect(rig.http.get("/readyz").await.unwrap(), 503, "unavailable");
+    assert_eq!(rig.http.get("/healthz").await.unwrap().0, StatusCode::OK);
+    rig.server.restart().unwrap();
+    // A fresh Redis: the sale is gone, but the service answers again.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, _) = rig.http.get("/readyz").await.unwrap();
+        if status == StatusCode::OK {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never recovered");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    expect(
+        buy(&rig, "u", json!({ "user_id": "a" })).await,
+        404,
+        "sale_not_found",
+    );
+    rig.running.stop().await;
+}
+
+/// `/metrics` is text, not JSON: fetch it raw.
+async fn reqwest_text(rig: &Rig, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(rig.running.addr).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    text
+}
