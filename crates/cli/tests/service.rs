@@ -1,0 +1,127 @@
+//! `seckill serve`, `seckill load` and `seckill demo` as a user runs them.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+use seckill_testkit::RedisServer;
+
+fn seckill() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_seckill"))
+}
+
+#[test]
+fn demo_runs_a_whole_sale_and_exits_0_with_a_clean_audit() {
+    let out = seckill()
+        .args(["demo", "--buyers", "3000", "--concurrency", "100"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for line in ["audit", "clean", "oversold", "resold in the second wave"] {
+        assert!(stdout.contains(line), "{line} missing:\n{stdout}");
+    }
+}
+
+#[test]
+fn serve_answers_load_then_stops_gracefully_on_sigterm() {
+    let redis = RedisServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("o.db");
+    let mut serve = seckill()
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--redis-url",
+            &redis.url(),
+        ])
+        .arg("--database-url")
+        .arg(&db)
+        .env("SECKILL_ADMIN_TOKEN", "t0ken")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(serve.stdout.take().unwrap()).lines();
+    let line = lines.next().unwrap().unwrap();
+    let base = line.strip_prefix("listening on ").expect(&line).to_owned();
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let admin = seckill_service::client::Http::new(&base, Some("t0ken".into()));
+    let sale = serde_json::json!({ "id": "l", "name": "x", "stock": 500, "per_user_limit": 2 });
+    let (status, _) = runtime.block_on(admin.post("/v1/sales", &sale)).unwrap();
+    assert_eq!(status.as_u16(), 201);
+
+    let out = seckill()
+        .args([
+            "load",
+            "--url",
+            &base,
+            "--sale",
+            "l",
+            "--buyers",
+            "3000",
+            "--concurrency",
+            "32",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["requests"], 3000);
+    assert_eq!(report["sold"], 500, "{report}");
+    assert_eq!(report["oversold"], 0);
+    assert_eq!(report["codes"]["ok"], 500, "{report}");
+    for field in ["requests_per_s", "p50_ms", "p99_ms", "max_ms"] {
+        assert!(report[field].as_f64().unwrap() > 0.0, "{field}");
+    }
+
+    // SAFETY: a signal to our own child.
+    unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) };
+    assert!(serve.wait().unwrap().success());
+    // Graceful: the persister committed everything before exiting.
+    let audit = seckill()
+        .args(["audit", "--sale", "l", "--redis-url", &redis.url()])
+        .arg("--database-url")
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!(
+        audit.status.success(),
+        "{}",
+        String::from_utf8_lossy(&audit.stdout)
+    );
+}
+
+#[test]
+fn serve_refuses_bad_configuration_with_a_message() {
+    for args in [
+        &["serve", "--admin-token", ""][..],
+        &["serve", "--admin-token", "x", "--listen", "nowhere"],
+        &[
+            "serve",
+            "--admin-token",
+            "x",
+            "--redis-url",
+            "redis://127.0.0.1:1/",
+        ],
+        &["load", "--url", "http://127.0.0.1:1", "--sale", "x"],
+        &["load", "--url", "http://127.0.0.1:1", "--sale", "bad id"],
+    ] {
+        let out = seckill().args(args).output().unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !stderr.is_empty() && !stderr.contains("panicked"),
+            "{args:?}: {stderr}"
+        );
+    }
+}
