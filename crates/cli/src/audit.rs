@@ -13,15 +13,8 @@ pub struct Args {
     /// The sale to audit.
     #[arg(long)]
     sale: String,
-    #[arg(
-        long,
-        env = "SECKILL_REDIS_URL",
-        default_value = "redis://127.0.0.1:6379/"
-    )]
-    redis_url: String,
-    /// A `postgres://` URL, or a SQLite file path.
-    #[arg(long, env = "SECKILL_DATABASE_URL", default_value = "seckill.db")]
-    database_url: String,
+    #[command(flatten)]
+    stores: crate::target::Stores,
     /// Rebuild the sale's Redis state from SQL first (refused while the
     /// stream holds events SQL lacks).
     #[arg(long)]
@@ -33,17 +26,17 @@ pub struct Args {
 
 pub async fn run(args: Args) -> Result<ExitCode> {
     seckill_engine::check_id("sale id", &args.sale)?;
-    let store = Store::open(&args.database_url)
+    let store = Store::open(&args.stores.database_url)
         .await
-        .with_context(|| format!("opening {}", args.database_url))?;
-    let engine = Engine::connect(&args.redis_url)
+        .with_context(|| format!("opening {}", args.stores.database_url))?;
+    let engine = Engine::connect(&args.stores.redis_url)
         .await
-        .with_context(|| format!("connecting to {}", args.redis_url))?;
+        .with_context(|| format!("connecting to {}", args.stores.redis_url))?;
     if args.repair_from_sql {
-        repair_from_sql(&engine, &store, &args.redis_url, &args.sale).await?;
+        repair_from_sql(&engine, &store, &args.stores.redis_url, &args.sale).await?;
         eprintln!("rebuilt sale {} in Redis from SQL", args.sale);
     }
-    let report = audit(&engine, &store, &args.redis_url, &args.sale).await?;
+    let report = audit(&engine, &store, &args.stores.redis_url, &args.sale).await?;
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
     } else {

@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use clap::{Args as ClapArgs, ValueEnum};
+use clap::Args as ClapArgs;
 use seckill_engine::{
     CoalescerConfig, Engine, PurchaseRequest, SaleSpec, Strategy, Verdict, race, verify,
 };
@@ -21,9 +21,10 @@ pub struct Args {
     /// Redis to use; without it a private redis-server is started.
     #[arg(long, env = "SECKILL_REDIS_URL")]
     redis_url: Option<String>,
-    /// Strategy to run, or `all` for each in turn.
-    #[arg(long, value_enum, default_value_t = Choice::All)]
-    strategy: Choice,
+    /// Strategy to run (lock, watch, list, lua, atomic, coalesced), or `all`
+    /// for each in turn.
+    #[arg(long, default_value = "all", value_parser = strategies)]
+    strategy: Strategies,
     /// Units for sale.
     #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..=seckill_engine::MAX_STOCK))]
     stock: u64,
@@ -60,29 +61,20 @@ pub struct Args {
     json: bool,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Choice {
-    Lock,
-    Watch,
-    List,
-    Lua,
-    Atomic,
-    Coalesced,
-    All,
-}
+/// The strategies a run covers: one by name, or `all`.
+#[derive(Clone)]
+struct Strategies(Vec<Strategy>);
 
-impl Choice {
-    fn strategies(self) -> Vec<Strategy> {
-        match self {
-            Self::Lock => vec![Strategy::Lock],
-            Self::Watch => vec![Strategy::Watch],
-            Self::List => vec![Strategy::List],
-            Self::Lua => vec![Strategy::Lua],
-            Self::Atomic => vec![Strategy::Atomic],
-            Self::Coalesced => vec![Strategy::Coalesced],
-            Self::All => Strategy::ALL.to_vec(),
-        }
+fn strategies(name: &str) -> Result<Strategies, String> {
+    if name == "all" {
+        return Ok(Strategies(Strategy::ALL.to_vec()));
     }
+    Strategy::parse(name)
+        .map(|s| Strategies(vec![s]))
+        .ok_or_else(|| {
+            let names: Vec<&str> = Strategy::ALL.iter().map(|s| s.name()).collect();
+            format!("expected one of {} or all", names.join(", "))
+        })
 }
 
 #[derive(Serialize)]
@@ -133,7 +125,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         None => None,
     };
     let mut rows = Vec::new();
-    for strategy in args.strategy.strategies() {
+    for &strategy in &args.strategy.0 {
         let persist = store.as_ref().map(|s| (s, target.url.as_str()));
         let row = bench(&engine, &args, &run_id, strategy, persist).await?;
         if args.json {

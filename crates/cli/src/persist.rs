@@ -11,15 +11,8 @@ use seckill_orders::{Persister, PersisterConfig, Store, sweep_forever};
 
 #[derive(ClapArgs)]
 pub struct Args {
-    #[arg(
-        long,
-        env = "SECKILL_REDIS_URL",
-        default_value = "redis://127.0.0.1:6379/"
-    )]
-    redis_url: String,
-    /// A `postgres://` URL, or a SQLite file path.
-    #[arg(long, env = "SECKILL_DATABASE_URL", default_value = "seckill.db")]
-    database_url: String,
+    #[command(flatten)]
+    stores: crate::target::Stores,
     /// Seconds an entry may stay pending on a silent persister before
     /// another takes it over.
     #[arg(long, default_value_t = 5)]
@@ -30,24 +23,24 @@ pub struct Args {
 }
 
 pub async fn run(args: Args) -> Result<ExitCode> {
-    let store = Store::open(&args.database_url)
+    let store = Store::open(&args.stores.database_url)
         .await
-        .with_context(|| format!("opening {}", args.database_url))?;
+        .with_context(|| format!("opening {}", args.stores.database_url))?;
     let config = PersisterConfig {
         claim_idle: Duration::from_secs(args.claim_idle_secs),
         ..PersisterConfig::default()
     };
-    let persister = Persister::new(&args.redis_url, store, config)
+    let persister = Persister::new(&args.stores.redis_url, store, config)
         .await
-        .with_context(|| format!("connecting to {}", args.redis_url))?;
+        .with_context(|| format!("connecting to {}", args.stores.redis_url))?;
     eprintln!(
         "persisting orders from {} into {}",
-        args.redis_url, args.database_url
+        args.stores.redis_url, args.stores.database_url
     );
     let sweeper = if args.no_sweeper {
         None
     } else {
-        let engine = Engine::connect(&args.redis_url).await?;
+        let engine = Engine::connect(&args.stores.redis_url).await?;
         Some(tokio::spawn(sweep_forever(
             engine,
             Duration::from_millis(200),

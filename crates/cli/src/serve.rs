@@ -10,15 +10,8 @@ use clap::Args as ClapArgs;
 pub struct Args {
     #[arg(long, env = "SECKILL_LISTEN", default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
-    #[arg(
-        long,
-        env = "SECKILL_REDIS_URL",
-        default_value = "redis://127.0.0.1:6379/"
-    )]
-    redis_url: String,
-    /// A `postgres://` URL, or a SQLite file path.
-    #[arg(long, env = "SECKILL_DATABASE_URL", default_value = "seckill.db")]
-    database_url: String,
+    #[command(flatten)]
+    stores: crate::target::Stores,
     /// Bearer token of the admin routes (never logged).
     #[arg(long, env = "SECKILL_ADMIN_TOKEN", hide_env_values = true)]
     admin_token: String,
@@ -45,8 +38,8 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     );
     let config = seckill_service::Config {
         listen: args.listen,
-        redis_url: args.redis_url,
-        database_url: args.database_url,
+        redis_url: args.stores.redis_url,
+        database_url: args.stores.database_url,
         admin_token: args.admin_token,
         rate_per_user: args.rate_per_user,
         burst_per_user: args.burst_per_user,

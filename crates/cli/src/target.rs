@@ -1,6 +1,7 @@
-//! Which Redis a command runs against.
+//! Which Redis (and SQL database) a command runs against.
 
 use anyhow::{Context, Result};
+use clap::Args;
 use seckill_testkit::RedisServer;
 
 /// The Redis a command uses: the one at `--redis-url`, or a private
@@ -35,4 +36,19 @@ impl Target {
             other => anyhow::bail!("not a plain TCP address: {other}"),
         }
     }
+}
+
+/// Where a service keeps its state: the options `serve`, `persist` and
+/// `audit` share.
+#[derive(Args)]
+pub struct Stores {
+    #[arg(
+        long,
+        env = "SECKILL_REDIS_URL",
+        default_value = "redis://127.0.0.1:6379/"
+    )]
+    pub redis_url: String,
+    /// A `postgres://` URL, or a SQLite file path.
+    #[arg(long, env = "SECKILL_DATABASE_URL", default_value = "seckill.db")]
+    pub database_url: String,
 }

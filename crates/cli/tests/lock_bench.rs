@@ -1,13 +1,8 @@
 //! `seckill lock-bench` as a user runs it: the real binary, a private server.
 
-use std::process::Command;
+mod common;
 
-fn seckill(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_seckill"))
-        .args(args)
-        .output()
-        .expect("run seckill")
-}
+use common::{assert_refused, run as seckill};
 
 #[test]
 fn json_reports_an_exact_counter_in_both_modes() {
@@ -50,7 +45,7 @@ fn json_reports_an_exact_counter_in_both_modes() {
 
 #[test]
 fn bad_arguments_are_refused_with_a_message() {
-    for args in [
+    assert_refused(&[
         &["lock-bench", "--mode", "lukewarm"][..],
         &["lock-bench", "--clients", "0"],
         &["lock-bench", "--duration", "-1"],
@@ -63,13 +58,5 @@ fn bad_arguments_are_refused_with_a_message() {
             "--duration",
             "0.1",
         ],
-    ] {
-        let out = seckill(args);
-        assert!(!out.status.success(), "{args:?} was accepted");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            !stderr.is_empty() && !stderr.contains("panicked"),
-            "{args:?}: {stderr}"
-        );
-    }
+    ]);
 }

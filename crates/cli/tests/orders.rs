@@ -1,18 +1,15 @@
 //! `seckill persist` and `seckill audit` as processes, on a private
 //! redis-server and a SQLite file.
 
-use std::process::{Child, Command, Output};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use seckill_engine::{Engine, PurchaseRequest, SaleSpec, Strategy};
 use seckill_testkit::RedisServer;
 
-fn seckill(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_seckill"))
-        .args(args)
-        .output()
-        .unwrap()
-}
+mod common;
+
+use common::run as seckill;
 
 fn spawn(args: &[&str]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_seckill"))

@@ -7,6 +7,10 @@ use redis::AsyncCommands;
 use seckill_lock::{Error, Locks, Lost};
 use seckill_testkit::RedisServer;
 
+mod common;
+
+use common::take;
+
 async fn raw(server: &RedisServer) -> redis::aio::MultiplexedConnection {
     redis::Client::open(server.url())
         .unwrap()
@@ -59,19 +63,12 @@ async fn try_acquire_is_refused_while_held_and_fences_grow() {
     let server = RedisServer::start().unwrap();
     let a = Locks::connect(&server.url()).await.unwrap();
     let b = Locks::connect(&server.url()).await.unwrap();
-    let first = a.lock("x").unwrap().try_acquire().await.unwrap().unwrap();
-    assert!(b.lock("x").unwrap().try_acquire().await.unwrap().is_none());
-    assert!(
-        b.lock("other")
-            .unwrap()
-            .try_acquire()
-            .await
-            .unwrap()
-            .is_some()
-    );
+    let first = take(&a, "x").await.unwrap();
+    assert!(take(&b, "x").await.is_none());
+    assert!(take(&b, "other").await.is_some());
     let fence = first.fence();
     first.release().await.unwrap();
-    let second = b.lock("x").unwrap().try_acquire().await.unwrap().unwrap();
+    let second = take(&b, "x").await.unwrap();
     assert!(second.fence() > fence);
 }
 
@@ -167,28 +164,14 @@ async fn release_and_extend_by_a_former_holder_are_refused() {
     let short = locks.lock("res").unwrap().lease(Duration::from_millis(100));
     let stale = short.try_acquire().await.unwrap().unwrap();
     tokio::time::sleep(Duration::from_millis(150)).await;
-    let current = locks
-        .lock("res")
-        .unwrap()
-        .try_acquire()
-        .await
-        .unwrap()
-        .expect("lease over: free");
+    let current = take(&locks, "res").await.expect("lease over: free");
     // The seeds' `finally: delete` bug: the stale holder must not free it.
     assert!(matches!(
         stale.extend(Duration::from_secs(5)).await,
         Err(Error::NotHeld(_))
     ));
     assert!(matches!(stale.release().await, Err(Error::NotHeld(_))));
-    assert!(
-        locks
-            .lock("res")
-            .unwrap()
-            .try_acquire()
-            .await
-            .unwrap()
-            .is_none()
-    );
+    assert!(take(&locks, "res").await.is_none());
     current.extend(Duration::from_secs(5)).await.unwrap();
     current.release().await.unwrap();
 }
@@ -197,13 +180,7 @@ async fn release_and_extend_by_a_former_holder_are_refused() {
 async fn a_stale_guard_cannot_release_after_the_key_was_overwritten() {
     let server = RedisServer::start().unwrap();
     let locks = Locks::connect(&server.url()).await.unwrap();
-    let guard = locks
-        .lock("res")
-        .unwrap()
-        .try_acquire()
-        .await
-        .unwrap()
-        .unwrap();
+    let guard = take(&locks, "res").await.unwrap();
     let mut conn = raw(&server).await;
     let () = conn
         .set("seckill:lock:{res}", "someone-else:1")
@@ -224,15 +201,7 @@ async fn watchdog_keeps_the_lock_past_its_lease_and_reports_deletion() {
     tokio::time::sleep(lease * 3 + Duration::from_millis(100)).await;
     assert!(!guard.is_lost());
     let other = Locks::connect(&server.url()).await.unwrap();
-    assert!(
-        other
-            .lock("wd")
-            .unwrap()
-            .try_acquire()
-            .await
-            .unwrap()
-            .is_none()
-    );
+    assert!(take(&other, "wd").await.is_none());
 
     let mut lost = guard.lost();
     let () = raw(&server).await.del("seckill:lock:{wd}").await.unwrap();

@@ -6,6 +6,10 @@ use std::time::Duration;
 use seckill_lock::{Error, Locks};
 use seckill_testkit::RedisServer;
 
+mod common;
+
+use common::take;
+
 async fn redlock(servers: &[RedisServer]) -> Locks {
     let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
     Locks::builder().redlock(&urls).await.unwrap()
@@ -61,15 +65,7 @@ async fn survives_a_minority_down_and_fails_cleanly_without_quorum() {
     assert!(second.fence() > fence);
     // Held on the surviving majority: a second client is refused.
     let other = redlock(&servers).await;
-    assert!(
-        other
-            .lock("rl")
-            .unwrap()
-            .try_acquire()
-            .await
-            .unwrap()
-            .is_none()
-    );
+    assert!(take(&other, "rl").await.is_none());
     second.extend(Duration::from_secs(5)).await.unwrap();
     second.release().await.unwrap();
 
@@ -110,23 +106,7 @@ async fn a_redlock_watchdog_renews_on_the_quorum() {
     tokio::time::sleep(lease * 3).await;
     assert!(!guard.is_lost());
     let other = redlock(&servers).await;
-    assert!(
-        other
-            .lock("wd")
-            .unwrap()
-            .try_acquire()
-            .await
-            .unwrap()
-            .is_none()
-    );
+    assert!(take(&other, "wd").await.is_none());
     guard.release().await.unwrap();
-    assert!(
-        other
-            .lock("wd")
-            .unwrap()
-            .try_acquire()
-            .await
-            .unwrap()
-            .is_some()
-    );
+    assert!(take(&other, "wd").await.is_some());
 }

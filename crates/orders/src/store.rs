@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use seckill_engine::{OrderState, Sale};
+use sqlx::AnyPool;
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
-use sqlx::{AnyPool, Row};
 
 use crate::error::{Error, Result};
 use crate::event::Event;
@@ -25,7 +25,7 @@ const SQLITE_PRAGMAS: [&str; 5] = [
 const CHUNK: usize = 500;
 
 /// An order as SQL holds it.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, sqlx::FromRow)]
 pub struct StoredOrder {
     pub order_id: String,
     pub sale_id: String,
@@ -39,7 +39,7 @@ pub struct StoredOrder {
 }
 
 /// A sale as SQL holds it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
 pub struct StoredSale {
     pub id: String,
     pub name: String,
@@ -187,38 +187,24 @@ impl Store {
     }
 
     pub async fn sale(&self, id: &str) -> Result<Option<StoredSale>> {
-        let row = sqlx::query(
+        Ok(sqlx::query_as(
             "SELECT id, name, stock, per_user_limit, starts_at_ms, ends_at_ms, \
              payment_timeout_secs, generation FROM sales WHERE id = $1",
         )
         .bind(id)
         .fetch_optional(&self.pool)
-        .await?;
-        row.map(|r| -> Result<StoredSale> {
-            Ok(StoredSale {
-                id: r.try_get(0)?,
-                name: r.try_get(1)?,
-                stock: r.try_get(2)?,
-                per_user_limit: r.try_get(3)?,
-                starts_at_ms: r.try_get(4)?,
-                ends_at_ms: r.try_get(5)?,
-                payment_timeout_secs: r.try_get(6)?,
-                generation: r.try_get(7)?,
-            })
-        })
-        .transpose()
+        .await?)
     }
 
     /// Orders of one generation of a sale, by order id.
     pub async fn orders(&self, sale_id: &str, generation: i64) -> Result<Vec<StoredOrder>> {
-        let rows = sqlx::query(&format!(
+        Ok(sqlx::query_as(&format!(
             "{SELECT_ORDER} WHERE sale_id = $1 AND generation = $2 ORDER BY order_id"
         ))
         .bind(sale_id)
         .bind(generation)
         .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(stored_order).collect()
+        .await?)
     }
 
     /// A page of a sale's orders, optionally of one user, after order id
@@ -230,7 +216,7 @@ impl Store {
         after: Option<&str>,
         limit: u32,
     ) -> Result<Vec<StoredOrder>> {
-        let rows = sqlx::query(&format!(
+        Ok(sqlx::query_as(&format!(
             "{SELECT_ORDER} WHERE sale_id = $1 AND ($2 IS NULL OR user_id = $2) \
              AND ($3 IS NULL OR order_id > $3) ORDER BY order_id LIMIT $4"
         ))
@@ -239,8 +225,7 @@ impl Store {
         .bind(after)
         .bind(i64::from(limit))
         .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(stored_order).collect()
+        .await?)
     }
 
     /// Raw access for tests and tools that plant faults.
@@ -276,20 +261,6 @@ async fn migrate(pool: &AnyPool) -> Result<()> {
 
 const SELECT_ORDER: &str = "SELECT order_id, sale_id, generation, user_id, quantity, request_id, \
      state, created_ms, updated_ms FROM orders";
-
-fn stored_order(r: &sqlx::any::AnyRow) -> Result<StoredOrder> {
-    Ok(StoredOrder {
-        order_id: r.try_get(0)?,
-        sale_id: r.try_get(1)?,
-        generation: r.try_get(2)?,
-        user_id: r.try_get(3)?,
-        quantity: r.try_get(4)?,
-        request_id: r.try_get(5)?,
-        state: r.try_get(6)?,
-        created_ms: r.try_get(7)?,
-        updated_ms: r.try_get(8)?,
-    })
-}
 
 /// The last event per order id: one statement may not touch a row twice.
 fn dedup_last(events: Vec<&Event>) -> Vec<&Event> {

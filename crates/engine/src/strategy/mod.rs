@@ -66,6 +66,11 @@ impl Strategy {
         }
     }
 
+    /// The strategy called `name` (as [`Strategy::name`] spells it).
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.name() == name)
+    }
+
     /// The inventory a sale needs for this strategy.
     pub fn inventory(self) -> Inventory {
         match self {

@@ -1,0 +1,25 @@
+//! Helpers shared by the CLI test binaries (each uses what it needs).
+#![allow(dead_code)]
+
+use std::process::{Command, Output};
+
+/// Runs the `seckill` binary under test with `args`.
+pub fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_seckill"))
+        .args(args)
+        .output()
+        .expect("run seckill")
+}
+
+/// Every one of `calls` must fail with a message on stderr and no panic.
+pub fn assert_refused(calls: &[&[&str]]) {
+    for args in calls {
+        let out = run(args);
+        assert!(!out.status.success(), "{args:?} was accepted");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !stderr.is_empty() && !stderr.contains("panicked"),
+            "{args:?}: {stderr}"
+        );
+    }
+}
