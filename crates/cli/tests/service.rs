@@ -110,13 +110,6 @@ fn serve_refuses_bad_configuration_with_a_message() {
     assert_refused(&[
         &["serve", "--admin-token", ""][..],
         &["serve", "--admin-token", "x", "--listen", "nowhere"],
-        &[
-            "serve",
-            "--admin-token",
-            "x",
-            "--redis-url",
-            "redis://127.0.0.1:1/",
-        ],
         &["load", "--url", "http://127.0.0.1:1", "--sale", "x"],
         &["load", "--url", "http://127.0.0.1:1", "--sale", "bad id"],
     ]);

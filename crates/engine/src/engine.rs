@@ -14,6 +14,14 @@ use crate::sale::{Inventory, Sale, SaleSpec};
 use crate::scripts::SCRIPTS;
 use crate::strategy::{CoalescerConfig, Ctx, Purchaser, Strategy};
 
+fn manager_config() -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(Duration::from_secs(1)))
+        .set_response_timeout(Some(Duration::from_secs(2)))
+        .set_number_of_retries(1)
+        .set_max_delay(Duration::from_millis(200))
+}
+
 /// An order to write back with [`Engine::restore_sale`].
 #[derive(Clone, Debug)]
 pub struct RestoredOrder {
@@ -35,26 +43,40 @@ pub struct RestoredOrder {
 pub struct Engine {
     conn: ConnectionManager,
     client: redis::Client,
-    locks: seckill_lock::Locks,
+    /// Made on first use by the `lock` strategy: it needs a subscription.
+    locks: std::sync::Arc<tokio::sync::OnceCell<seckill_lock::Locks>>,
+    url: String,
     coalescer: CoalescerConfig,
 }
 
 impl Engine {
-    /// Connects with `TCP_NODELAY`, a 1 s connect and a 2 s response timeout.
+    /// Connects with `TCP_NODELAY`, a 1 s connect and a 2 s response
+    /// timeout, and fails if Redis cannot be reached now.
     pub async fn connect(url: &str) -> Result<Self> {
+        let engine = Self::connect_lazy(url)?;
+        engine.ping().await?;
+        Ok(engine)
+    }
+
+    /// Like [`Engine::connect`], but does not wait for Redis: every call
+    /// (re)connects as needed and fails fast while Redis is away, so a
+    /// service can start, and recover, without it.
+    pub fn connect_lazy(url: &str) -> Result<Self> {
         let client = seckill_lock::client(url)?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(1)))
-            .set_response_timeout(Some(Duration::from_secs(2)))
-            .set_number_of_retries(2);
-        let conn = ConnectionManager::new_with_config(client.clone(), config).await?;
-        let locks = seckill_lock::Locks::connect(url).await?;
+        let conn = ConnectionManager::new_lazy_with_config(client.clone(), manager_config())?;
         Ok(Self {
             conn,
             client,
-            locks,
+            locks: std::sync::Arc::default(),
+            url: url.to_owned(),
             coalescer: CoalescerConfig::default(),
         })
+    }
+
+    /// A connection of the engine's kind, for tools beside it (reconnects
+    /// by itself; a 2 s response timeout).
+    pub fn connection(&self) -> ConnectionManager {
+        self.conn.clone()
     }
 
     /// Batching bounds for `coalesced` purchasers made from now on.
@@ -204,7 +226,16 @@ impl Engine {
             keys: SaleKeys::new(id)?,
             sale,
         };
-        Purchaser::new(strategy, ctx, &self.locks, &self.client, self.coalescer)
+        let locks = match strategy {
+            Strategy::Lock => Some(
+                self.locks
+                    .get_or_try_init(|| seckill_lock::Locks::connect(&self.url))
+                    .await?
+                    .clone(),
+            ),
+            _ => None,
+        };
+        Purchaser::new(strategy, ctx, locks, &self.client, self.coalescer)
     }
 
     /// Every order recorded for a sale (stream and per-day records).

@@ -13,7 +13,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
-use redis::aio::MultiplexedConnection;
+use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::streams::{
     StreamAutoClaimOptions, StreamAutoClaimReply, StreamReadOptions, StreamReadReply,
 };
@@ -68,7 +68,7 @@ pub struct Persister {
     engine: Engine,
     store: Store,
     /// Dedicated to this persister: blocking reads must not stall others.
-    conn: MultiplexedConnection,
+    conn: ConnectionManager,
     config: PersisterConfig,
     /// sale id -> stream key, of sales whose group exists.
     streams: HashMap<String, String>,
@@ -76,16 +76,19 @@ pub struct Persister {
 }
 
 impl Persister {
+    /// A persister on `redis_url`. It does not wait for Redis: while Redis
+    /// is away its rounds fail and are retried, and it reconnects by itself.
     pub async fn new(redis_url: &str, store: Store, config: PersisterConfig) -> Result<Self> {
-        let engine = Engine::connect(redis_url).await?;
+        let engine = Engine::connect_lazy(redis_url)?;
         let client = seckill_lock::client(redis_url).map_err(seckill_engine::Error::from)?;
-        // Reads block for `config.block`: give them room beyond that.
-        let conn_config = redis::AsyncConnectionConfig::new()
+        // Its own connection: reads block for `config.block`, so give them
+        // room beyond that, and never stall anyone else's commands.
+        let conn_config = redis::aio::ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(1)))
-            .set_response_timeout(Some(config.block + Duration::from_secs(2)));
-        let conn = client
-            .get_multiplexed_async_connection_with_config(&conn_config)
-            .await?;
+            .set_response_timeout(Some(config.block + Duration::from_secs(2)))
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_millis(200));
+        let conn = ConnectionManager::new_lazy_with_config(client, conn_config)?;
         Ok(Self {
             engine,
             store,
@@ -244,7 +247,10 @@ impl Persister {
 /// Order events of sale `sale_id` not yet persisted: read but not
 /// acknowledged, or not read at all (the whole stream before any persister
 /// has seen the sale).
-pub async fn unpersisted(conn: &mut MultiplexedConnection, sale_id: &str) -> Result<u64> {
+pub async fn unpersisted(
+    conn: &mut (impl ConnectionLike + Send + Sync),
+    sale_id: &str,
+) -> Result<u64> {
     let key = Engine::stream_key(sale_id)?;
     Ok(match group_info(conn, &key).await? {
         Some(g) => g.pending + g.lag.unwrap_or(0),
@@ -256,7 +262,7 @@ pub async fn unpersisted(conn: &mut MultiplexedConnection, sale_id: &str) -> Res
 /// the one after the last delivered. Entries below it are safe to drop.
 /// `None` if the group does not exist.
 pub(crate) async fn acknowledged_floor(
-    conn: &mut MultiplexedConnection,
+    conn: &mut (impl ConnectionLike + Send + Sync),
     key: &str,
 ) -> Result<Option<String>> {
     let Some(group) = group_info(conn, key).await? else {
@@ -278,7 +284,7 @@ pub(crate) struct GroupInfo {
 }
 
 pub(crate) async fn group_info(
-    conn: &mut MultiplexedConnection,
+    conn: &mut (impl ConnectionLike + Send + Sync),
     key: &str,
 ) -> Result<Option<GroupInfo>> {
     let groups: redis::RedisResult<Vec<HashMap<String, redis::Value>>> = redis::cmd("XINFO")

@@ -56,14 +56,15 @@ impl Running {
     }
 }
 
-/// Starts the service; answers once it listens.
+/// Starts the service; answers once it listens. Needs the SQL database;
+/// does not need Redis yet.
 pub async fn start(config: Config) -> Result<Running, crate::Error> {
     metrics::install();
-    let engine = Engine::connect(&config.redis_url).await?;
+    // Redis may be away at start: the service starts anyway, answers 503
+    // (and `/readyz` 503) meanwhile, and recovers when Redis is back.
+    let engine = Engine::connect_lazy(&config.redis_url)?;
     let store = Store::open(&config.database_url).await?;
-    let redis = seckill_lock::client(&config.redis_url)?
-        .get_multiplexed_async_connection()
-        .await?;
+    let redis = engine.connection();
     let state = Arc::new(AppState::new(
         engine.clone(),
         store.clone(),

@@ -25,7 +25,7 @@ pub struct AppState {
     /// Sales this instance saw sell out, and when.
     sold_out: RwLock<HashMap<String, Instant>>,
     /// For the stream backlog gauge.
-    pub redis: redis::aio::MultiplexedConnection,
+    pub redis: redis::aio::ConnectionManager,
 }
 
 impl AppState {
@@ -34,7 +34,7 @@ impl AppState {
         store: Store,
         admin_token: String,
         limiter: Limiter,
-        redis: redis::aio::MultiplexedConnection,
+        redis: redis::aio::ConnectionManager,
     ) -> Self {
         Self {
             engine,

@@ -180,7 +180,7 @@ impl Purchaser {
     pub(crate) fn new(
         strategy: Strategy,
         ctx: Ctx,
-        locks: &seckill_lock::Locks,
+        locks: Option<seckill_lock::Locks>,
         client: &redis::Client,
         coalescer: CoalescerConfig,
     ) -> Result<Self> {
@@ -195,7 +195,10 @@ impl Purchaser {
             });
         }
         let imp = match strategy {
-            Strategy::Lock => Imp::Lock(locked::Locked::new(ctx, locks)?),
+            Strategy::Lock => {
+                let locks = locks.ok_or(Error::Closed)?;
+                Imp::Lock(locked::Locked::new(ctx, &locks)?)
+            }
             Strategy::Watch => Imp::Watch(watch::Watch::new(ctx, client.clone())),
             Strategy::List => Imp::List(list::List::new(ctx)),
             Strategy::Lua => Imp::Lua(lua::Lua::new(ctx)),
