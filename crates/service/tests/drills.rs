@@ -1,0 +1,244 @@
+//! Fault drills against the running service: Redis killed and restarted
+//! with AOF, Redis away from the start, Redis frozen. Each bounded in time.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use hyper::StatusCode;
+use seckill_engine::Engine;
+use seckill_orders::{Store, audit, unpersisted};
+use seckill_service::client::Http;
+use seckill_testkit::{Fsync, Options, RedisServer};
+use serde_json::json;
+
+const TOKEN: &str = "drill";
+
+async fn serve(redis_url: &str, db: &str) -> (seckill_service::Running, Http, Http) {
+    let running = seckill_service::start(seckill_service::Config {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        redis_url: redis_url.to_owned(),
+        database_url: db.to_owned(),
+        admin_token: TOKEN.to_owned(),
+        rate_per_user: 0.0,
+        burst_per_user: 1.0,
+        background: true,
+    })
+    .await
+    .unwrap();
+    let base = format!("http://{}", running.addr);
+    (
+        running,
+        Http::new(&base, None),
+        Http::new(&base, Some(TOKEN.into())),
+    )
+}
+
+async fn wait_ready(http: &Http, within: Duration) {
+    let deadline = Instant::now() + within;
+    while http.get("/readyz").await.unwrap().0 != StatusCode::OK {
+        assert!(Instant::now() < deadline, "never ready again");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn drain(redis_url: &str, sale: &str) {
+    let engine = Engine::connect(redis_url).await.unwrap();
+    let mut conn = engine.connection();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while unpersisted(&mut conn, sale).await.unwrap() > 0 {
+        assert!(Instant::now() < deadline, "persister never drained");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Drill 3: redis-server SIGKILLed mid-sale and restarted with its AOF
+/// (`appendfsync always`): nothing oversold, every purchase answered 200 is
+/// in SQL afterwards, 503 while Redis is down, recovery without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_killed_mid_sale_loses_no_acknowledged_purchase() {
+    let mut redis = Options::default().aof(Fsync::Always).start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("o.db").to_string_lossy().into_owned();
+    let (running, http, admin) = serve(&redis.url(), &db).await;
+    let sale = json!({ "id": "k", "name": "x", "stock": 3000, "per_user_limit": 3 });
+    assert_eq!(
+        admin.post("/v1/sales", &sale).await.unwrap().0,
+        StatusCode::CREATED
+    );
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut buyers = Vec::new();
+    for b in 0..8 {
+        let (http, stop) = (http.clone(), stop.clone());
+        buyers.push(tokio::spawn(async move {
+            let (mut acknowledged, mut unavailable, mut i) = (Vec::new(), 0, 0);
+            while !stop.load(Ordering::Relaxed) {
+                i += 1;
+                let body =
+                    json!({ "user_id": format!("b{b}u{i}"), "request_id": format!("b{b}r{i}") });
+                match http.post("/v1/sales/k/purchase", &body).await {
+                    Ok((StatusCode::OK, answer)) => {
+                        acknowledged.push(answer["order_id"].as_str().unwrap().to_owned())
+                    }
+                    Ok((StatusCode::SERVICE_UNAVAILABLE, _)) => {
+                        unavailable += 1;
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                    Ok((status, answer)) => panic!("unexpected {status}: {answer}"),
+                    Err(e) => panic!("transport: {e}"),
+                }
+            }
+            (acknowledged, unavailable)
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    redis.kill();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let down = Instant::now();
+    let (status, body) = http
+        .post("/v1/sales/k/purchase", &json!({ "user_id": "probe" }))
+        .await
+        .unwrap();
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::SERVICE_UNAVAILABLE, Some("unavailable"))
+    );
+    assert!(
+        down.elapsed() < Duration::from_secs(1),
+        "503 took {:?}",
+        down.elapsed()
+    );
+    redis.restart().unwrap();
+    wait_ready(&http, Duration::from_secs(10)).await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    stop.store(true, Ordering::Relaxed);
+    let (mut acknowledged, mut unavailable) = (Vec::new(), 0);
+    for b in buyers {
+        let (a, u) = b.await.unwrap();
+        acknowledged.extend(a);
+        unavailable += u;
+    }
+    assert!(unavailable > 0, "the buyers never saw Redis down");
+    assert!(!acknowledged.is_empty());
+
+    drain(&redis.url(), "k").await;
+    let engine = Engine::connect(&redis.url()).await.unwrap();
+    let store = Store::open(&db).await.unwrap();
+    let report = audit(&engine, &store, &redis.url(), "k").await.unwrap();
+    assert!(report.clean, "{report:#?}");
+    let sale = engine.sale("k").await.unwrap();
+    assert!(sale.sold <= sale.stock);
+    let in_sql: std::collections::HashSet<String> = store
+        .orders("k", sale.generation as i64)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| o.order_id)
+        .collect();
+    let lost: Vec<&String> = acknowledged
+        .iter()
+        .filter(|o| !in_sql.contains(*o))
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "{} acknowledged purchases lost: {lost:?}",
+        lost.len()
+    );
+    running.stop().await;
+}
+
+/// Drill 7: Redis unreachable from the start: `/readyz` and purchases answer
+/// 503 within a second; the service recovers when Redis appears.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_away_from_the_start_then_appearing() {
+    let mut redis = RedisServer::start().unwrap();
+    redis.kill();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("o.db").to_string_lossy().into_owned();
+    let (running, http, admin) = serve(&redis.url(), &db).await;
+    for _ in 0..20 {
+        let started = Instant::now();
+        let (status, body) = http
+            .post("/v1/sales/a/purchase", &json!({ "user_id": "u" }))
+            .await
+            .unwrap();
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (StatusCode::SERVICE_UNAVAILABLE, Some("unavailable"))
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+    assert_eq!(
+        http.get("/readyz").await.unwrap().0,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+    redis.restart().unwrap();
+    wait_ready(&http, Duration::from_secs(10)).await;
+    let sale = json!({ "id": "a", "name": "x", "stock": 5, "per_user_limit": 1 });
+    assert_eq!(
+        admin.post("/v1/sales", &sale).await.unwrap().0,
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        http.post("/v1/sales/a/purchase", &json!({ "user_id": "u" }))
+            .await
+            .unwrap()
+            .0,
+        StatusCode::OK
+    );
+    running.stop().await;
+}
+
+/// Drill 8: Redis frozen (`CLIENT PAUSE`) longer than the service waits:
+/// the purchase answers 503; once Redis runs again, the queued purchase
+/// applies once, and the buyer's retry with the same request id gets that
+/// order instead of buying twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_redis_times_out_as_503_and_retries_never_double_apply() {
+    let redis = RedisServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("o.db").to_string_lossy().into_owned();
+    let (running, http, admin) = serve(&redis.url(), &db).await;
+    let sale = json!({ "id": "p", "name": "x", "stock": 10, "per_user_limit": 5 });
+    assert_eq!(
+        admin.post("/v1/sales", &sale).await.unwrap().0,
+        StatusCode::CREATED
+    );
+    let mut raw = redis::Client::open(redis.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(3_000)
+        .arg("ALL")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let body = json!({ "user_id": "patient", "request_id": "once" });
+    let started = Instant::now();
+    let (status, answer) = http.post("/v1/sales/p/purchase", &body).await.unwrap();
+    assert_eq!(
+        (status, answer["code"].as_str()),
+        (StatusCode::SERVICE_UNAVAILABLE, Some("unavailable"))
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    tokio::time::sleep(Duration::from_millis(1_500)).await; // the pause ends
+    let (status, first) = http.post("/v1/sales/p/purchase", &body).await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{first}");
+    let (_, second) = http.post("/v1/sales/p/purchase", &body).await.unwrap();
+    assert_eq!(first, second);
+    let (_, sale) = http.get("/v1/sales/p").await.unwrap();
+    assert_eq!(sale["sold"], 1, "applied exactly once: {sale}");
+    running.stop().await;
+}
