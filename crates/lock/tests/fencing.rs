@@ -104,7 +104,11 @@ async fn a_holder_paused_past_its_lease_cannot_write_through_the_fence() {
         .get_multiplexed_async_connection()
         .await
         .unwrap();
-    let value: String = redis::cmd("GET").arg("resource:value").query_async(&mut conn).await.unwrap();
+    let value: String = redis::cmd("GET")
+        .arg("resource:value")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
     assert_eq!(value, "fresh");
     guard.release().await.unwrap();
 }
