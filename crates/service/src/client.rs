@@ -59,6 +59,11 @@ impl Http {
         }
     }
 
+    /// The base URL this client talks to.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
     pub async fn get(&self, path: &str) -> Result<(StatusCode, Value)> {
         self.send(Method::GET, path, None).await
     }
