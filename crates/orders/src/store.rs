@@ -12,13 +12,11 @@ use crate::event::Event;
 
 /// Several persisters may share one file: wait for the writer instead of
 /// failing, and let readers run beside it (WAL). A commit survives a process
-/// crash (WAL + NORMAL); a large page cache keeps the indexes in memory.
-const SQLITE_PRAGMAS: [&str; 5] = [
+/// crash (WAL + NORMAL).
+const SQLITE_PRAGMAS: [&str; 3] = [
     "PRAGMA busy_timeout = 10000",
     "PRAGMA journal_mode = WAL",
     "PRAGMA synchronous = NORMAL",
-    "PRAGMA cache_size = -65536",
-    "PRAGMA temp_store = MEMORY",
 ];
 
 /// Rows per multi-row statement: well inside both databases' parameter limits.

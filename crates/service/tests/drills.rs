@@ -246,6 +246,9 @@ async fn a_frozen_redis_times_out_as_503_and_retries_never_double_apply() {
 /// Drill 4: the same crash with `appendfsync everysec`. Redis may forget up
 /// to about a second of acknowledged purchases; this measures how many, and
 /// checks the audit reports every one that reached SQL (no silent drift).
+/// (Killing the process loses nothing in practice: Redis writes the AOF
+/// before it answers and the kernel keeps what was written; the everysec
+/// window opens on a host crash, which a test here cannot cause.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_everysec_the_loss_window_is_measured_and_audited() {
     let mut redis = Options::default().aof(Fsync::EverySec).start().unwrap();
