@@ -18,7 +18,7 @@ fn manager_config() -> ConnectionManagerConfig {
     ConnectionManagerConfig::new()
         .set_connection_timeout(Some(Duration::from_secs(1)))
         .set_response_timeout(Some(Duration::from_secs(2)))
-        .set_number_of_retries(1)
+        .set_number_of_retries(0)
         .set_max_delay(Duration::from_millis(200))
 }
 

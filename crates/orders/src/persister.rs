@@ -86,7 +86,7 @@ impl Persister {
         let conn_config = redis::aio::ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(1)))
             .set_response_timeout(Some(config.block + Duration::from_secs(2)))
-            .set_number_of_retries(1)
+            .set_number_of_retries(0)
             .set_max_delay(Duration::from_millis(200));
         let conn = ConnectionManager::new_lazy_with_config(client, conn_config)?;
         Ok(Self {

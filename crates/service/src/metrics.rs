@@ -27,9 +27,25 @@ fn handle() -> &'static PrometheusHandle {
     })
 }
 
-/// Installs the recorder (once per process).
+/// Installs the recorder (once per process) and its upkeep: histogram
+/// samples pile up until drained, so without a scrape they would grow by
+/// one sample per request; draining them every few seconds bounds memory
+/// whether or not anything scrapes `/metrics`.
 pub fn install() {
-    handle();
+    static UPKEEP: OnceLock<()> = OnceLock::new();
+    UPKEEP.get_or_init(|| {
+        let handle = handle().clone();
+        std::thread::Builder::new()
+            .name("metrics-upkeep".into())
+            .spawn(move || {
+                loop {
+                    std::thread::sleep(std::time::Duration::from_secs(5));
+                    handle.run_upkeep();
+                }
+            })
+            .map(drop)
+            .unwrap_or_else(|e| tracing::warn!(error = %e, "no metrics upkeep thread"));
+    });
 }
 
 /// Counts and times every request under its route template.

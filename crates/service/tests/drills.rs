@@ -177,6 +177,24 @@ async fn redis_away_from_the_start_then_appearing() {
         http.get("/readyz").await.unwrap().0,
         StatusCode::SERVICE_UNAVAILABLE
     );
+    // Thousands more 503s: no thread or memory growth while Redis is away.
+    let (threads, rss) = process_status();
+    let started = Instant::now();
+    for i in 0..2_000 {
+        let body = json!({ "user_id": format!("u{i}") });
+        let (status, _) = http.post("/v1/sales/a/purchase", &body).await.unwrap();
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    }
+    eprintln!("2000 answers without Redis in {:?}", started.elapsed());
+    let (threads_after, rss_after) = process_status();
+    assert!(
+        threads_after <= threads + 2,
+        "threads {threads} -> {threads_after}"
+    );
+    assert!(
+        rss_after <= rss + 8 * 1024,
+        "RSS {rss} KiB -> {rss_after} KiB"
+    );
     redis.restart().unwrap();
     wait_ready(&http, Duration::from_secs(10)).await;
     let sale = json!({ "id": "a", "name": "x", "stock": 5, "per_user_limit": 1 });
@@ -339,4 +357,17 @@ async fn with_everysec_the_loss_window_is_measured_and_audited() {
     assert_eq!(flagged, reported, "{report:#?}");
     assert_eq!(report.clean, reported == 0, "{report:#?}");
     running.stop().await;
+}
+
+/// This process's thread count and resident memory (KiB), from /proc.
+fn process_status() -> (u64, u64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let field = |name: &str| -> u64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap()
+    };
+    (field("Threads:"), field("VmRSS:"))
 }
