@@ -92,6 +92,24 @@ async fn sales_purchases_and_orders_answer_as_documented() {
         401,
         "unauthorized",
     );
+    for malformed in [
+        "Basic dGVzdA==",
+        "bearer test-admin-token",
+        "Bearer",
+        "test-admin-token",
+    ] {
+        let body = spec.to_string();
+        let head = raw_text(
+            &rig,
+            "POST",
+            "/v1/sales",
+            &[("authorization", malformed)],
+            &body,
+        )
+        .await;
+        assert!(head.starts_with("HTTP/1.1 401"), "{malformed}: {head}");
+        assert!(head.contains("\"code\":\"unauthorized\""), "{head}");
+    }
     let wrong = Http::new(&format!("http://{}", rig.running.addr), Some("nope".into()));
     expect(
         wrong.post("/v1/sales", &spec).await.unwrap(),
@@ -397,7 +415,7 @@ async fn sales_purchases_and_orders_answer_as_documented() {
     );
 
     // Metrics count routes, codes and purchase outcomes.
-    let metrics = reqwest_text(&rig, "/metrics").await;
+    let metrics = raw_text(&rig, "GET", "/metrics", &[], "").await;
     for needle in [
         "seckill_http_requests_total",
         "route=\"/v1/sales/{id}/purchase\"",
@@ -469,15 +487,30 @@ async fn without_redis_the_service_answers_503_fast_and_recovers() {
     rig.running.stop().await;
 }
 
-/// `/metrics` is text, not JSON: fetch it raw.
-async fn reqwest_text(rig: &Rig, path: &str) -> String {
+/// A request written by hand (for headers the JSON client never sends, and
+/// for `/metrics`, which is text); answers the whole response as text.
+async fn raw_text(
+    rig: &Rig,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> String {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(rig.running.addr).unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
+    let mut request = format!("{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    if !body.is_empty() {
+        request.push_str(&format!(
+            "content-type: application/json\r\ncontent-length: {}\r\n",
+            body.len()
+        ));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    stream.write_all(request.as_bytes()).unwrap();
     let mut text = String::new();
     stream.read_to_string(&mut text).unwrap();
     text
