@@ -2,7 +2,7 @@
 //! demos and tests.
 //!
 //! ```no_run
-//! # async fn run() -> Result<(), seckill_service::client::ClientError> {
+//! # async fn run() -> Result<(), seckill_service::Error> {
 //! let http = seckill_service::client::Http::new("http://127.0.0.1:8080", None);
 //! let (status, sale) = http.get("/v1/sales/drop-1").await?;
 //! println!("{status}: {} left", sale["remaining"]);
@@ -12,6 +12,8 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+
+use crate::Error;
 use http_body_util::{BodyExt, Full};
 use hyper::{Method, Request, StatusCode};
 use hyper_util::client::legacy::Client;
@@ -22,19 +24,10 @@ use serde_json::Value;
 /// Longest one request may take before it counts as failed.
 const TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A request that got no HTTP answer.
-#[derive(Debug, thiserror::Error)]
-pub enum ClientError {
-    #[error("http: {0}")]
-    Http(String),
-    #[error("no answer within {0:?}")]
-    Timeout(Duration),
-}
+type Result<T> = std::result::Result<T, Error>;
 
-type Result<T> = std::result::Result<T, ClientError>;
-
-fn http_error(e: impl std::fmt::Display) -> ClientError {
-    ClientError::Http(e.to_string())
+fn http_error(e: impl std::fmt::Display) -> Error {
+    Error::Http(e.to_string())
 }
 
 #[derive(Clone)]
@@ -122,7 +115,7 @@ impl Http {
         };
         tokio::time::timeout(TIMEOUT, call)
             .await
-            .map_err(|_| ClientError::Timeout(TIMEOUT))?
+            .map_err(|_| Error::Timeout(TIMEOUT))?
     }
 }
 

@@ -41,9 +41,15 @@ mod state;
 pub use error::ApiError;
 pub use server::{BODY_LIMIT, Config, Running, start};
 
-/// Why the service could not start.
+/// Why the service could not start, or a client request got no answer.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// [`client::Http`]: the request could not be sent or its answer read.
+    #[error("http: {0}")]
+    Http(String),
+    /// [`client::Http`]: no answer in time.
+    #[error("no answer within {0:?}")]
+    Timeout(std::time::Duration),
     #[error("redis: {0}")]
     Redis(#[from] redis::RedisError),
     #[error(transparent)]
