@@ -52,6 +52,60 @@ async fn drain(redis_url: &str, sale: &str) {
     }
 }
 
+/// Eight HTTP buyers buying one unit each per request, each with a fresh
+/// user and request id, until told to stop. 503s are counted and retried
+/// after a pause; any other refusal or a transport error fails the drill.
+struct Buyers {
+    stop: Arc<AtomicBool>,
+    tasks: Vec<tokio::task::JoinHandle<Bought>>,
+}
+
+/// Orders acknowledged (with when), and 503s seen.
+type Bought = (Vec<(String, Instant)>, u64);
+
+impl Buyers {
+    fn start(http: &Http, sale: &str) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let tasks = (0..8)
+            .map(|b| {
+                let (http, stop) = (http.clone(), stop.clone());
+                let path = format!("/v1/sales/{sale}/purchase");
+                tokio::spawn(async move {
+                    let (mut acknowledged, mut unavailable, mut i) = (Vec::new(), 0, 0);
+                    while !stop.load(Ordering::Relaxed) {
+                        i += 1;
+                        let body = json!({ "user_id": format!("b{b}u{i}"), "request_id": format!("b{b}r{i}") });
+                        match http.post(&path, &body).await {
+                            Ok((StatusCode::OK, answer)) => acknowledged
+                                .push((answer["order_id"].as_str().unwrap().to_owned(), Instant::now())),
+                            Ok((StatusCode::SERVICE_UNAVAILABLE, _)) => {
+                                unavailable += 1;
+                                tokio::time::sleep(Duration::from_millis(10)).await;
+                            }
+                            Ok((status, answer)) => panic!("unexpected {status}: {answer}"),
+                            Err(e) => panic!("transport: {e}"),
+                        }
+                    }
+                    (acknowledged, unavailable)
+                })
+            })
+            .collect();
+        Self { stop, tasks }
+    }
+
+    /// Stops them; answers the acknowledged orders (with when) and the 503 count.
+    async fn finish(self) -> Bought {
+        self.stop.store(true, Ordering::Relaxed);
+        let (mut acknowledged, mut unavailable) = (Vec::new(), 0);
+        for task in self.tasks {
+            let (a, u) = task.await.unwrap();
+            acknowledged.extend(a);
+            unavailable += u;
+        }
+        (acknowledged, unavailable)
+    }
+}
+
 /// Drill 3: redis-server SIGKILLed mid-sale and restarted with its AOF
 /// (`appendfsync always`): nothing oversold, every purchase answered 200 is
 /// in SQL afterwards, 503 while Redis is down, recovery without a restart.
@@ -67,31 +121,7 @@ async fn redis_killed_mid_sale_loses_no_acknowledged_purchase() {
         StatusCode::CREATED
     );
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut buyers = Vec::new();
-    for b in 0..8 {
-        let (http, stop) = (http.clone(), stop.clone());
-        buyers.push(tokio::spawn(async move {
-            let (mut acknowledged, mut unavailable, mut i) = (Vec::new(), 0, 0);
-            while !stop.load(Ordering::Relaxed) {
-                i += 1;
-                let body =
-                    json!({ "user_id": format!("b{b}u{i}"), "request_id": format!("b{b}r{i}") });
-                match http.post("/v1/sales/k/purchase", &body).await {
-                    Ok((StatusCode::OK, answer)) => {
-                        acknowledged.push(answer["order_id"].as_str().unwrap().to_owned())
-                    }
-                    Ok((StatusCode::SERVICE_UNAVAILABLE, _)) => {
-                        unavailable += 1;
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                    }
-                    Ok((status, answer)) => panic!("unexpected {status}: {answer}"),
-                    Err(e) => panic!("transport: {e}"),
-                }
-            }
-            (acknowledged, unavailable)
-        }));
-    }
+    let buyers = Buyers::start(&http, "k");
     tokio::time::sleep(Duration::from_millis(400)).await;
     redis.kill();
     tokio::time::sleep(Duration::from_millis(400)).await;
@@ -112,13 +142,7 @@ async fn redis_killed_mid_sale_loses_no_acknowledged_purchase() {
     redis.restart().unwrap();
     wait_ready(&http, Duration::from_secs(10)).await;
     tokio::time::sleep(Duration::from_millis(400)).await;
-    stop.store(true, Ordering::Relaxed);
-    let (mut acknowledged, mut unavailable) = (Vec::new(), 0);
-    for b in buyers {
-        let (a, u) = b.await.unwrap();
-        acknowledged.extend(a);
-        unavailable += u;
-    }
+    let (acknowledged, unavailable) = buyers.finish().await;
     assert!(unavailable > 0, "the buyers never saw Redis down");
     assert!(!acknowledged.is_empty());
 
@@ -138,6 +162,7 @@ async fn redis_killed_mid_sale_loses_no_acknowledged_purchase() {
         .collect();
     let lost: Vec<&String> = acknowledged
         .iter()
+        .map(|(o, _)| o)
         .filter(|o| !in_sql.contains(*o))
         .collect();
     assert!(
@@ -278,34 +303,11 @@ async fn with_everysec_the_loss_window_is_measured_and_audited() {
         admin.post("/v1/sales", &sale).await.unwrap().0,
         StatusCode::CREATED
     );
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut buyers = Vec::new();
-    for b in 0..8 {
-        let (http, stop) = (http.clone(), stop.clone());
-        buyers.push(tokio::spawn(async move {
-            let (mut acknowledged, mut i) = (Vec::new(), 0);
-            while !stop.load(Ordering::Relaxed) {
-                i += 1;
-                let body = json!({ "user_id": format!("b{b}u{i}") });
-                if let Ok((StatusCode::OK, answer)) = http.post("/v1/sales/e/purchase", &body).await
-                {
-                    acknowledged.push((
-                        answer["order_id"].as_str().unwrap().to_owned(),
-                        Instant::now(),
-                    ));
-                }
-            }
-            acknowledged
-        }));
-    }
+    let buyers = Buyers::start(&http, "e");
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     redis.kill();
     let killed = Instant::now();
-    stop.store(true, Ordering::Relaxed);
-    let mut acknowledged = Vec::new();
-    for b in buyers {
-        acknowledged.extend(b.await.unwrap());
-    }
+    let (acknowledged, _) = buyers.finish().await;
     redis.restart().unwrap();
     wait_ready(&http, Duration::from_secs(10)).await;
     drain(&redis.url(), "e").await;
