@@ -275,3 +275,33 @@ async fn bad_input_is_refused_with_the_field_named() {
         "refusals change nothing"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_batch_setting_is_capped_and_every_purchase_lands() {
+    let server = RedisServer::start().unwrap();
+    let engine = Engine::connect(&server.url())
+        .await
+        .unwrap()
+        .with_coalescer(seckill_engine::CoalescerConfig {
+            max_batch: 100_000,
+            max_wait: Duration::from_millis(20),
+            max_in_flight: 1,
+        });
+    engine
+        .create_sale(&SaleSpec::new("huge", 6_000))
+        .await
+        .unwrap();
+    let buy = engine.purchaser(Strategy::Coalesced, "huge").await.unwrap();
+    let requests: Vec<PurchaseRequest> = (0..6_000)
+        .map(|i| PurchaseRequest::new(&format!("u{i}")).request_id(&format!("r{i}")))
+        .collect();
+    let answers = join_all(requests.iter().map(|r| buy.purchase(r))).await;
+    let ok = answers
+        .iter()
+        .filter(|a| matches!(a, Ok(Outcome::Ok(_))))
+        .count();
+    assert_eq!(ok, 6_000, "{:?}", answers.iter().find(|a| a.is_err()));
+    let sale = engine.sale("huge").await.unwrap();
+    assert_eq!(sale.remaining, 0);
+    assert_eq!(engine.stream_len("huge").await.unwrap(), 6_000);
+}

@@ -53,8 +53,7 @@ pub struct Guard {
 }
 
 impl Guard {
-    pub(crate) fn new(lock: Lock, token: String, fence: u64, granted_at: Instant) -> Self {
-        let until = valid_until(granted_at, lock.lease);
+    pub(crate) fn new(lock: Lock, token: String, fence: u64, until: Instant) -> Self {
         let state = Arc::new(watch::Sender::new(State::Held { until }));
         let watchdog = lock.watchdog.then(|| {
             let task = tokio::spawn(renew(lock.clone(), token.clone(), state.clone()));
@@ -103,7 +102,7 @@ impl Guard {
         let started = Instant::now();
         if self.lock.extend(&self.token, lease).await? {
             self.state.send_replace(State::Held {
-                until: valid_until(started, lease),
+                until: valid_until(started, lease, lease),
             });
             Ok(())
         } else {
@@ -196,8 +195,10 @@ impl LostSignal {
     }
 }
 
-fn valid_until(start: Instant, lease: Duration) -> Instant {
-    start + lease.saturating_sub(drift(lease))
+/// A grant seen at `asked` with `left` of its `lease` to run is surely valid
+/// until then, less the drift margin.
+pub(crate) fn valid_until(asked: Instant, lease: Duration, left: Duration) -> Instant {
+    asked + left.min(lease).saturating_sub(drift(lease))
 }
 
 /// The watchdog: renews every third of the lease and stops at the first sign
@@ -218,7 +219,7 @@ async fn renew(lock: Lock, token: String, state: Arc<watch::Sender<State>>) {
         match lock.extend(&token, lock.lease).await {
             Ok(true) => {
                 state.send_replace(State::Held {
-                    until: valid_until(started, lock.lease),
+                    until: valid_until(started, lock.lease, lock.lease),
                 });
             }
             Ok(false) => {

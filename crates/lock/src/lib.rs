@@ -42,4 +42,6 @@ mod single;
 pub use error::{Error, Result};
 pub use guard::{Guard, Lost, LostSignal};
 pub use keys::MAX_NAME_LEN;
-pub use locks::{DEFAULT_LEASE, DEFAULT_PREFIX, Lock, Locks, LocksBuilder, MIN_LEASE, client};
+pub use locks::{
+    DEFAULT_LEASE, DEFAULT_PREFIX, Lock, Locks, LocksBuilder, MAX_LEASE, MIN_LEASE, client,
+};

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
-use crate::guard::Guard;
+use crate::guard::{Guard, valid_until};
 use crate::keys::{self, Keys};
 use crate::redlock::Quorum;
 use crate::single::Single;
@@ -16,6 +16,8 @@ pub const DEFAULT_PREFIX: &str = "seckill:lock";
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(10);
 /// Shortest lease accepted: below this, clock drift and round trips eat it.
 pub const MIN_LEASE: Duration = Duration::from_millis(10);
+/// Longest lease accepted (a day): a longer one wants a watchdog instead.
+pub const MAX_LEASE: Duration = Duration::from_secs(24 * 3600);
 
 /// A handle to the lock service: cheap to clone, share it across tasks.
 ///
@@ -181,7 +183,8 @@ impl Lock {
             Backend::Quorum(q) => q.try_grant(&self.keys, &token, self.lease).await,
         };
         pending.settle(&fence);
-        Ok(fence?.map(|fence| Guard::new(self.clone(), token, fence, started)))
+        let until = valid_until(started, self.lease, self.lease);
+        Ok(fence?.map(|fence| Guard::new(self.clone(), token, fence, until)))
     }
 
     /// Waits up to `timeout` for the lock. On one server, waiters are served
@@ -190,20 +193,23 @@ impl Lock {
         self.check_lease()?;
         let token = keys::token();
         let pending = Pending::new(self, &token);
-        let fence = match self.locks.backend() {
+        let grant = match self.locks.backend() {
             Backend::Single(s) => s.wait_grant(&self.keys, &token, self.lease, timeout).await,
             Backend::Quorum(q) => q.wait_grant(&self.keys, &token, self.lease, timeout).await,
         };
-        pending.settle(&fence);
-        // The grant happened at most one round trip ago.
-        Ok(Guard::new(self.clone(), token, fence?, Instant::now()))
+        pending.settle(&grant);
+        let (fence, until) = grant?;
+        Ok(Guard::new(self.clone(), token, fence, until))
     }
 
     fn check_lease(&self) -> Result<()> {
-        if self.lease < MIN_LEASE {
+        if self.lease < MIN_LEASE || self.lease > MAX_LEASE {
             return Err(Error::Invalid {
                 what: "lease",
-                reason: format!("{:?} is shorter than {MIN_LEASE:?}", self.lease),
+                reason: format!(
+                    "{:?} is not within {MIN_LEASE:?}..={MAX_LEASE:?}",
+                    self.lease
+                ),
             });
         }
         Ok(())

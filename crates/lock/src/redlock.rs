@@ -19,6 +19,7 @@ use redis::aio::ConnectionManager;
 use tokio::sync::OnceCell;
 
 use crate::error::{Error, Result};
+use crate::guard::valid_until;
 use crate::keys::Keys;
 use crate::scripts::{SCRIPTS, run};
 use crate::single::millis;
@@ -153,12 +154,13 @@ impl Quorum {
         token: &str,
         lease: Duration,
         timeout: Duration,
-    ) -> Result<u64> {
+    ) -> Result<(u64, Instant)> {
         let started = Instant::now();
-        let deadline = started + timeout;
+        let deadline = started + timeout.min(Duration::from_secs(24 * 3600));
         loop {
+            let attempt = Instant::now();
             let last_error = match self.try_grant(keys, token, lease).await {
-                Ok(Some(fence)) => return Ok(fence),
+                Ok(Some(fence)) => return Ok((fence, valid_until(attempt, lease, lease))),
                 Ok(None) => None,
                 Err(e) => Some(e),
             };

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use redis::aio::ConnectionManager;
 
 use crate::error::{Error, Result};
+use crate::guard::valid_until;
 use crate::keys::Keys;
 use crate::notify::Notifier;
 use crate::scripts::{SCRIPTS, run};
@@ -15,6 +16,8 @@ use crate::scripts::{SCRIPTS, run};
 const EXPIRY_MARGIN: Duration = Duration::from_millis(2);
 /// Longest a waiter sleeps without asking Redis, for holders without a lease.
 const MAX_POLL_GAP: Duration = Duration::from_secs(1);
+/// Longest `acquire` waits, whatever it is asked.
+const MAX_WAIT: Duration = Duration::from_secs(24 * 3600);
 
 pub(crate) struct Single {
     conn: ConnectionManager,
@@ -52,32 +55,39 @@ impl Single {
         Ok((granted == 1).then_some(value as u64))
     }
 
-    /// Queues `token` and waits for the lock to be handed to it.
+    /// Queues `token` and waits for the lock to be handed to it. Answers
+    /// the fence and until when the grant is surely valid.
     pub async fn wait_grant(
         &self,
         keys: &Keys,
         token: &str,
         lease: Duration,
         timeout: Duration,
-    ) -> Result<u64> {
+    ) -> Result<(u64, Instant)> {
         let started = Instant::now();
+        let timeout = timeout.min(MAX_WAIT);
         let deadline = started + timeout;
         let mut registration = self.notifier.register(token);
+        // After a re-registration, a late message for an earlier, expired
+        // grant to this token could arrive: such messages are checked.
+        let mut renewed = false;
+        let mut asked = Instant::now();
         let (mut state, mut value) = self.enqueue(keys, token, lease, timeout).await?;
+        if state == 1 {
+            return Ok((value as u64, valid_until(asked, lease, lease)));
+        }
         loop {
-            if state == 1 {
-                return Ok(value as u64);
-            }
             let now = Instant::now();
             if now >= deadline {
-                let fence: u64 =
+                asked = Instant::now();
+                let (fence, pttl): (u64, i64) =
                     run(&mut self.conn(), &SCRIPTS.withdraw, keys, &[token, "1"]).await?;
                 return match fence {
                     0 => Err(Error::Timeout {
                         name: keys.name.clone(),
                         waited: started.elapsed(),
                     }),
-                    fence => Ok(fence),
+                    fence => Ok((fence, valid_until(asked, lease, remaining(pttl)))),
                 };
             }
             let holder_left = match u64::try_from(value) {
@@ -88,16 +98,35 @@ impl Single {
             let nap = holder_left.min(MAX_POLL_GAP).min(deadline - now);
             tokio::select! {
                 handed = &mut registration.rx => match handed {
-                    Ok(fence) => return Ok(fence),
-                    Err(_) => registration.renew(),
+                    // The release published this as it granted: the lease
+                    // began a moment ago, within the drift margin.
+                    Ok(fence) if !renewed => {
+                        return Ok((fence, valid_until(Instant::now(), lease, lease)));
+                    }
+                    Ok(_) => {}
+                    Err(_) => {
+                        registration.renew();
+                        renewed = true;
+                    }
                 },
                 () = tokio::time::sleep(nap) => {}
             }
-            (state, value) = run(&mut self.conn(), &SCRIPTS.poll, keys, &[token]).await?;
+            asked = Instant::now();
+            let answer: Vec<i64> = run(&mut self.conn(), &SCRIPTS.poll, keys, &[token]).await?;
+            (state, value) = (answer[0], answer.get(1).copied().unwrap_or(-2));
+            if state == 1 {
+                let pttl = answer.get(2).copied().unwrap_or(0);
+                return Ok((value as u64, valid_until(asked, lease, remaining(pttl))));
+            }
             if state == -1 {
                 registration.renew();
-                let remaining = deadline.saturating_duration_since(Instant::now());
-                (state, value) = self.enqueue(keys, token, lease, remaining).await?;
+                renewed = true;
+                let left = deadline.saturating_duration_since(Instant::now());
+                asked = Instant::now();
+                (state, value) = self.enqueue(keys, token, lease, left).await?;
+                if state == 1 {
+                    return Ok((value as u64, valid_until(asked, lease, lease)));
+                }
             }
         }
     }
@@ -137,9 +166,14 @@ impl Single {
     /// Cleans up after an acquire that was cancelled or failed midway: leaves
     /// the queue and, if the lock was granted meanwhile, releases it.
     pub async fn abandon(&self, keys: &Keys, token: &str) -> Result<()> {
-        let _: i64 = run(&mut self.conn(), &SCRIPTS.withdraw, keys, &[token, "0"]).await?;
+        let _: (i64, i64) = run(&mut self.conn(), &SCRIPTS.withdraw, keys, &[token, "0"]).await?;
         Ok(())
     }
+}
+
+/// A PTTL answer as a duration (0 when the key has no expiry or is gone).
+fn remaining(pttl: i64) -> Duration {
+    Duration::from_millis(u64::try_from(pttl).unwrap_or(0))
 }
 
 pub(crate) fn millis(d: Duration) -> u64 {

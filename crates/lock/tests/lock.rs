@@ -401,6 +401,21 @@ async fn bad_names_and_leases_are_refused() {
         short.try_acquire().await,
         Err(Error::Invalid { .. })
     ));
+    let endless = locks.lock("ok").unwrap().lease(Duration::MAX);
+    assert!(matches!(
+        endless.try_acquire().await,
+        Err(Error::Invalid { .. })
+    ));
+    // An absurd wait is capped, not an overflow.
+    let held = take(&locks, "busy").await.unwrap();
+    let busy = locks.lock("busy").unwrap();
+    let forever = busy.acquire(Duration::MAX);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), forever)
+            .await
+            .is_err()
+    );
+    held.release().await.unwrap();
     assert!(
         Locks::builder()
             .prefix("a}b")

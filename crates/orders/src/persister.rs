@@ -184,22 +184,23 @@ impl Persister {
         let ids: HashSet<String> = self.engine.sale_ids().await?.into_iter().collect();
         self.streams.retain(|sale, _| ids.contains(sale));
         for id in ids {
-            if self.streams.contains_key(&id) {
-                continue;
-            }
-            let sale = match self.engine.sale(&id).await {
-                Ok(sale) => sale,
-                Err(seckill_engine::Error::SaleNotFound(_)) => continue,
-                Err(e) => return Err(e.into()),
-            };
-            self.store.upsert_sale(&sale).await?;
             let key = Engine::stream_key(&id)?;
+            // Every time, not just for new sales: a stream deleted and made
+            // again (a sale recreated, Redis rebuilt from SQL) needs its
+            // group back, or every read fails with NOGROUP.
             let created: redis::RedisResult<()> =
                 self.conn.xgroup_create_mkstream(&key, GROUP, "0").await;
-            match created {
-                Ok(()) => {}
-                Err(e) if e.code() == Some("BUSYGROUP") => {}
+            let new_group = match created {
+                Ok(()) => true,
+                Err(e) if e.code() == Some("BUSYGROUP") => false,
                 Err(e) => return Err(e.into()),
+            };
+            if new_group || !self.streams.contains_key(&id) {
+                match self.engine.sale(&id).await {
+                    Ok(sale) => self.store.upsert_sale(&sale).await?,
+                    Err(seckill_engine::Error::SaleNotFound(_)) => continue,
+                    Err(e) => return Err(e.into()),
+                }
             }
             self.streams.insert(id, key);
         }
@@ -253,9 +254,36 @@ pub async fn unpersisted(
 ) -> Result<u64> {
     let key = Engine::stream_key(sale_id)?;
     Ok(match group_info(conn, &key).await? {
-        Some(g) => g.pending + g.lag.unwrap_or(0),
+        Some(g) => {
+            let undelivered = match g.lag {
+                Some(lag) => lag,
+                // Redis cannot always say (after deletions): count them.
+                None => entries_after(conn, &key, &g.last_delivered_id).await?,
+            };
+            g.pending + undelivered
+        }
         None => conn.xlen(&key).await?,
     })
+}
+
+/// Entries of `key` after id `after`.
+async fn entries_after(
+    conn: &mut (impl ConnectionLike + Send + Sync),
+    key: &str,
+    after: &str,
+) -> Result<u64> {
+    const PAGE: usize = 10_000;
+    let mut count = 0;
+    let mut start = format!("({after}");
+    loop {
+        let page: redis::streams::StreamRangeReply =
+            conn.xrange_count(key, &start, "+", PAGE).await?;
+        count += page.ids.len() as u64;
+        match page.ids.last() {
+            Some(last) if page.ids.len() == PAGE => start = format!("({}", last.id),
+            _ => return Ok(count),
+        }
+    }
 }
 
 /// The lowest entry id the group still needs: its oldest pending entry, or

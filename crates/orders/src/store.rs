@@ -97,16 +97,22 @@ impl Store {
     }
 
     /// Applies order events in one transaction. Idempotent and indifferent
-    /// to order: a purchase inserts its order unless it exists; a pay,
-    /// cancel or expiry moves a pending order (or inserts it, if its purchase
-    /// has not arrived yet) and never touches an order already settled.
+    /// to order: a purchase inserts its order, or fills in its request id and
+    /// creation time if a later event got there first, never touching its
+    /// state; a pay, cancel or expiry moves a pending order (or inserts it,
+    /// if its purchase has not arrived yet) and never an order already settled.
     pub async fn apply(&self, events: &[Event]) -> Result<()> {
         let mut tx = self.pool.begin().await?;
         let (purchases, settled): (Vec<&Event>, Vec<&Event>) = events
             .iter()
             .partition(|e| e.state == OrderState::PendingPayment);
         for (rows, conflict) in [
-            (purchases, "DO NOTHING"),
+            // A purchase that arrives after its pay/cancel/expiry (another
+            // consumer reclaimed it late) fills in what only it carries.
+            (
+                purchases,
+                "DO UPDATE SET request_id = excluded.request_id, created_ms = excluded.created_ms",
+            ),
             (
                 settled,
                 "DO UPDATE SET state = excluded.state, updated_ms = excluded.updated_ms \

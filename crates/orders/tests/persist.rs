@@ -422,3 +422,71 @@ impl Drop for PgDatabase {
         }
     }
 }
+
+#[tokio::test]
+async fn a_sale_recreated_under_a_running_persister_keeps_being_persisted() {
+    let rig = rig().await;
+    rig.engine
+        .create_sale(&SaleSpec::new("again", 10))
+        .await
+        .unwrap();
+    buy_all(&rig.engine, "again", 3).await;
+    let mut persister = Persister::new(&rig.server.url(), rig.store.clone(), config("p"))
+        .await
+        .unwrap();
+    while persister.round().await.unwrap() > 0 {}
+    // Deleted and made again between two rounds: its stream and group are new.
+    rig.engine.delete_sale("again").await.unwrap();
+    rig.engine
+        .create_sale(&SaleSpec::new("again", 10))
+        .await
+        .unwrap();
+    let fresh = buy_all(&rig.engine, "again", 4).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let _ = persister.round().await;
+        let generation = rig.engine.sale("again").await.unwrap().generation as i64;
+        let rows = rig.store.orders("again", generation).await.unwrap();
+        if rows.len() == fresh.len() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the new sale was never persisted"
+        );
+    }
+    assert_sql_matches_redis(&rig, "again").await;
+}
+
+#[tokio::test]
+async fn a_purchase_arriving_after_its_settlement_still_fills_in_its_request_id() {
+    let rig = rig().await;
+    let event = |state, at_ms, request_id: Option<&str>| seckill_orders::Event {
+        entry_id: "1-0".into(),
+        order_id: "late-1-1".into(),
+        sale_id: "late".into(),
+        generation: 1,
+        user_id: "u".into(),
+        quantity: 1,
+        request_id: request_id.map(str::to_owned),
+        state,
+        at_ms,
+    };
+    use seckill_engine::OrderState::{Paid, PendingPayment};
+    rig.store.apply(&[event(Paid, 2_000, None)]).await.unwrap();
+    rig.store
+        .apply(&[event(PendingPayment, 1_000, Some("r-9"))])
+        .await
+        .unwrap();
+    let rows = rig.store.orders("late", 1).await.unwrap();
+    assert_eq!(rows.len(), 1);
+    let row = &rows[0];
+    assert_eq!(
+        (
+            row.state.as_str(),
+            row.request_id.as_deref(),
+            row.created_ms
+        ),
+        ("paid", Some("r-9"), 1_000)
+    );
+}

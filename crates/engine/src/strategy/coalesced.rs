@@ -17,10 +17,14 @@ use crate::error::{Error, Result};
 use crate::order::{Outcome, PurchaseRequest};
 use crate::scripts::SCRIPTS;
 
+/// Largest batch: the script unpacks two values per purchase into one
+/// command, and Redis's Lua `unpack` stops at about 8,000 values.
+pub const MAX_BATCH: usize = 2_000;
+
 /// Batching bounds of a coalesced purchaser.
 #[derive(Clone, Copy, Debug)]
 pub struct CoalescerConfig {
-    /// Most purchases in one script call.
+    /// Most purchases in one script call (at most [`MAX_BATCH`]).
     pub max_batch: usize,
     /// Longest the first purchase of a batch waits for company. Zero: send
     /// what is queued at once (batches still form while others are in flight).
@@ -48,7 +52,7 @@ pub(crate) struct Coalescer {
 impl Coalescer {
     pub fn start(ctx: Ctx, config: CoalescerConfig) -> Self {
         let config = CoalescerConfig {
-            max_batch: config.max_batch.clamp(1, 4096),
+            max_batch: config.max_batch.clamp(1, MAX_BATCH),
             max_in_flight: config.max_in_flight.max(1),
             ..config
         };
