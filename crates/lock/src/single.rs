@@ -103,8 +103,8 @@ impl Single {
                     Ok(fence) if !renewed => {
                         return Ok((fence, valid_until(Instant::now(), lease, lease)));
                     }
-                    Ok(_) => {}
-                    Err(_) => {
+                    // Used up either way: a fresh receiver, and ask Redis.
+                    Ok(_) | Err(_) => {
                         registration.renew();
                         renewed = true;
                     }
