@@ -52,6 +52,33 @@ async fn drain(redis_url: &str, sale: &str) {
     }
 }
 
+/// A running service on a fresh redis-server started with `options`, with
+/// `sale` created. Destructure it binding `_dir` to a name: dropping the
+/// directory deletes the SQLite file under the running service.
+struct Drill {
+    redis: RedisServer,
+    _dir: tempfile::TempDir,
+    db: String,
+    running: seckill_service::Running,
+    http: Http,
+}
+
+async fn drill(options: Options, sale: serde_json::Value) -> Drill {
+    let redis = options.start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("o.db").to_string_lossy().into_owned();
+    let (running, http, admin) = serve(&redis.url(), &db).await;
+    let (status, body) = admin.post("/v1/sales", &sale).await.unwrap();
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    Drill {
+        redis,
+        _dir: dir,
+        db,
+        running,
+        http,
+    }
+}
+
 /// Eight HTTP buyers buying one unit each per request, each with a fresh
 /// user and request id, until told to stop. 503s are counted and retried
 /// after a pause; any other refusal or a transport error fails the drill.
@@ -111,15 +138,18 @@ impl Buyers {
 /// in SQL afterwards, 503 while Redis is down, recovery without a restart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_killed_mid_sale_loses_no_acknowledged_purchase() {
-    let mut redis = Options::default().aof(Fsync::Always).start().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("o.db").to_string_lossy().into_owned();
-    let (running, http, admin) = serve(&redis.url(), &db).await;
-    let sale = json!({ "id": "k", "name": "x", "stock": 3000, "per_user_limit": 3 });
-    assert_eq!(
-        admin.post("/v1/sales", &sale).await.unwrap().0,
-        StatusCode::CREATED
-    );
+    let Drill {
+        mut redis,
+        db,
+        running,
+        http,
+        _dir: _keep,
+        ..
+    } = drill(
+        Options::default().aof(Fsync::Always),
+        json!({ "id": "k", "name": "x", "stock": 3000, "per_user_limit": 3 }),
+    )
+    .await;
 
     let buyers = Buyers::start(&http, "k");
     tokio::time::sleep(Duration::from_millis(400)).await;
@@ -243,15 +273,14 @@ async fn redis_away_from_the_start_then_appearing() {
 /// order instead of buying twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_redis_times_out_as_503_and_retries_never_double_apply() {
-    let redis = RedisServer::start().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("o.db").to_string_lossy().into_owned();
-    let (running, http, admin) = serve(&redis.url(), &db).await;
     let sale = json!({ "id": "p", "name": "x", "stock": 10, "per_user_limit": 5 });
-    assert_eq!(
-        admin.post("/v1/sales", &sale).await.unwrap().0,
-        StatusCode::CREATED
-    );
+    let Drill {
+        redis,
+        running,
+        http,
+        _dir: _keep,
+        ..
+    } = drill(Options::default(), sale).await;
     let mut raw = redis::Client::open(redis.url())
         .unwrap()
         .get_multiplexed_async_connection()
@@ -294,15 +323,18 @@ async fn a_frozen_redis_times_out_as_503_and_retries_never_double_apply() {
 /// window opens on a host crash, which a test here cannot cause.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_everysec_the_loss_window_is_measured_and_audited() {
-    let mut redis = Options::default().aof(Fsync::EverySec).start().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("o.db").to_string_lossy().into_owned();
-    let (running, http, admin) = serve(&redis.url(), &db).await;
-    let sale = json!({ "id": "e", "name": "x", "stock": 1000000, "per_user_limit": 5 });
-    assert_eq!(
-        admin.post("/v1/sales", &sale).await.unwrap().0,
-        StatusCode::CREATED
-    );
+    let Drill {
+        mut redis,
+        db,
+        running,
+        http,
+        _dir: _keep,
+        ..
+    } = drill(
+        Options::default().aof(Fsync::EverySec),
+        json!({ "id": "e", "name": "x", "stock": 1000000, "per_user_limit": 5 }),
+    )
+    .await;
     let buyers = Buyers::start(&http, "e");
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     redis.kill();
