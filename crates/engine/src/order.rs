@@ -38,7 +38,9 @@ impl PurchaseRequest {
         self
     }
 
-    pub(crate) fn validate(&self) -> Result<()> {
+    /// Checks the ids and the quantity; `Invalid` names the field.
+    /// [`crate::Purchaser::purchase`] does this itself.
+    pub fn validate(&self) -> Result<()> {
         check_id("user_id", &self.user_id)?;
         if let Some(id) = &self.request_id {
             check_id("request_id", id)?;

@@ -111,13 +111,7 @@ pub async fn purchase(
         quantity: body.quantity,
         request_id: body.request_id,
     };
-    check_id("user_id", &req.user_id)?;
-    if let Some(r) = &req.request_id {
-        check_id("request_id", r)?;
-    }
-    if req.quantity == 0 {
-        return Err(ApiError::invalid("quantity: must be at least 1"));
-    }
+    req.validate()?;
     if !state.limiter.allow(&req.user_id) {
         return Err(ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
@@ -125,8 +119,8 @@ pub async fn purchase(
             "too many requests from this user; slow down",
         ));
     }
-    let (purchaser, limit) = state.purchaser(&id).await?;
-    if let Some(limit) = limit
+    let purchaser = state.purchaser(&id).await?;
+    if let Some(limit) = purchaser.per_user_limit()
         && req.quantity > limit
     {
         return Err(ApiError::invalid(format!(

@@ -20,8 +20,8 @@ pub struct AppState {
     pub store: Store,
     admin_token: String,
     pub limiter: Limiter,
-    /// One coalescing purchaser per sale, with the sale's per-user limit.
-    purchasers: RwLock<HashMap<String, (Purchaser, Option<u32>)>>,
+    /// One coalescing purchaser per sale.
+    purchasers: RwLock<HashMap<String, Purchaser>>,
     /// Sales this instance saw sell out, and when.
     sold_out: RwLock<HashMap<String, Instant>>,
     /// For the stream backlog gauge.
@@ -60,18 +60,14 @@ impl AppState {
         }
     }
 
-    /// The purchaser of sale `id` and its per-user limit, made on first use.
-    pub async fn purchaser(&self, id: &str) -> Result<(Purchaser, Option<u32>), ApiError> {
+    /// The purchaser of sale `id`, made on first use.
+    pub async fn purchaser(&self, id: &str) -> Result<Purchaser, ApiError> {
         if let Some(p) = read(&self.purchasers).get(id) {
             return Ok(p.clone());
         }
         let purchaser = self.engine.purchaser(Strategy::Coalesced, id).await?;
-        let limit = self.engine.sale(id).await?.per_user_limit;
         let mut all = write(&self.purchasers);
-        Ok(all
-            .entry(id.to_owned())
-            .or_insert((purchaser, limit))
-            .clone())
+        Ok(all.entry(id.to_owned()).or_insert(purchaser).clone())
     }
 
     /// Forgets a sale that no longer exists (or was recreated).

@@ -172,6 +172,7 @@ pub struct Purchaser {
 
 struct Shared {
     strategy: Strategy,
+    per_user_limit: Option<u32>,
     imp: Imp,
     attempts: AtomicU64,
 }
@@ -194,6 +195,7 @@ impl Purchaser {
                 },
             });
         }
+        let per_user_limit = ctx.sale.per_user_limit;
         let imp = match strategy {
             Strategy::Lock => {
                 let locks = locks.ok_or(Error::Closed)?;
@@ -208,6 +210,7 @@ impl Purchaser {
         Ok(Self {
             shared: Arc::new(Shared {
                 strategy,
+                per_user_limit,
                 imp,
                 attempts: AtomicU64::new(0),
             }),
@@ -216,6 +219,11 @@ impl Purchaser {
 
     pub fn strategy(&self) -> Strategy {
         self.shared.strategy
+    }
+
+    /// The sale's per-user limit, as read when this purchaser was made.
+    pub fn per_user_limit(&self) -> Option<u32> {
+        self.shared.per_user_limit
     }
 
     /// Tries to buy. Refusals are `Ok(outcome)`; `Err` means the answer is
