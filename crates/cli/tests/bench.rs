@@ -31,7 +31,11 @@ fn every_strategy_reports_a_clean_verified_run_as_json() {
         .collect();
     let names: Vec<&str> = rows
         .iter()
-        .map(|r| r["strategy"].as_str().unwrap())
+        .map(|r| {
+            r["strategy"]
+                .as_str()
+                .unwrap_or_else(|| panic!("no strategy in {}", r))
+        })
         .collect();
     assert_eq!(
         names,

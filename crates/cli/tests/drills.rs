@@ -142,7 +142,7 @@ async fn buy_for(base: &str, tag: &str, window: Duration) -> Vec<String> {
                 let body = json!({ "user_id": format!("{tag}{t}x{i}"), "request_id": format!("{tag}{t}r{i}") });
                 match http.post("/v1/sales/s/purchase", &body).await {
                     Ok((status, answer)) if status.is_success() => {
-                        ok.push(answer["order_id"].as_str().unwrap().to_owned())
+                        ok.push(answer["order_id"].as_str().unwrap_or_else(|| panic!("no order_id in {}", answer)).to_owned())
                     }
                     Ok((status, answer)) => assert!(
                         status.is_client_error() || status.as_u16() == 503,

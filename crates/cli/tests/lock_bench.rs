@@ -29,7 +29,12 @@ fn json_reports_an_exact_counter_in_both_modes() {
             assert_eq!(report["mode"], mode);
             assert_eq!(report["clients"], 8);
             assert_eq!(report["counter_ok"], true);
-            assert!(report["acquisitions"].as_u64().unwrap() > 0);
+            assert!(
+                report["acquisitions"]
+                    .as_u64()
+                    .unwrap_or_else(|| panic!("no acquisitions in {}", report))
+                    > 0
+            );
             for field in [
                 "acquisitions_per_s",
                 "wait_p50_ms",

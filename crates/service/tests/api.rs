@@ -180,7 +180,10 @@ async fn sales_purchases_and_orders_answer_as_documented() {
         409,
         "limit_exceeded",
     );
-    let order = first.1["order_id"].as_str().unwrap().to_owned();
+    let order = first.1["order_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no order_id in {}", first.1))
+        .to_owned();
     let bob = buy(&rig, "s1", json!({ "user_id": "bob" })).await;
     assert_eq!(bob.0, StatusCode::OK);
     expect(
@@ -239,7 +242,10 @@ async fn sales_purchases_and_orders_answer_as_documented() {
         409,
         "order_paid",
     );
-    let bob_order = bob.1["order_id"].as_str().unwrap().to_owned();
+    let bob_order = bob.1["order_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no order_id in {}", bob.1))
+        .to_owned();
     let cancel = format!("/v1/orders/{bob_order}/cancel");
     assert_eq!(
         rig.http.post(&cancel, &json!({})).await.unwrap().1["state"],
@@ -294,7 +300,12 @@ async fn sales_purchases_and_orders_answer_as_documented() {
     assert_eq!(create(&rig, quick).await.0, StatusCode::CREATED);
     let (_, slow) = buy(&rig, "quick", json!({ "user_id": "slow" })).await;
     tokio::time::sleep(Duration::from_millis(1_300)).await;
-    let late_pay = format!("/v1/orders/{}/pay", slow["order_id"].as_str().unwrap());
+    let late_pay = format!(
+        "/v1/orders/{}/pay",
+        slow["order_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no order_id in {}", slow))
+    );
     expect(
         rig.http.post(&late_pay, &json!({})).await.unwrap(),
         409,
@@ -308,7 +319,12 @@ async fn sales_purchases_and_orders_answer_as_documented() {
     let all = loop {
         let (status, page) = rig.admin.get(&format!("{list}?limit=100")).await.unwrap();
         assert_eq!(status, StatusCode::OK, "{page}");
-        if page["orders"].as_array().unwrap().len() == 4 {
+        if page["orders"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no orders in {}", page))
+            .len()
+            == 4
+        {
             break page;
         }
         assert!(
@@ -319,18 +335,34 @@ async fn sales_purchases_and_orders_answer_as_documented() {
     };
     assert!(all["next_after"].is_null());
     let (_, first_page) = rig.admin.get(&format!("{list}?limit=3")).await.unwrap();
-    let after = first_page["next_after"].as_str().unwrap().to_owned();
+    let after = first_page["next_after"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no next_after in {}", first_page))
+        .to_owned();
     let (_, rest) = rig
         .admin
         .get(&format!("{list}?limit=3&after={after}"))
         .await
         .unwrap();
     assert_eq!(
-        first_page["orders"].as_array().unwrap().len() + rest["orders"].as_array().unwrap().len(),
+        first_page["orders"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no orders in {}", first_page))
+            .len()
+            + rest["orders"]
+                .as_array()
+                .unwrap_or_else(|| panic!("no orders in {}", rest))
+                .len(),
         4
     );
     let (_, anns) = rig.admin.get(&format!("{list}?user_id=ann")).await.unwrap();
-    assert_eq!(anns["orders"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        anns["orders"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no orders in {}", anns))
+            .len(),
+        2
+    );
     expect(
         rig.admin.get(&format!("{list}?limit=0")).await.unwrap(),
         400,

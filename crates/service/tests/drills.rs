@@ -104,7 +104,7 @@ impl Buyers {
                         let body = json!({ "user_id": format!("b{b}u{i}"), "request_id": format!("b{b}r{i}") });
                         match http.post(&path, &body).await {
                             Ok((StatusCode::OK, answer)) => acknowledged
-                                .push((answer["order_id"].as_str().unwrap().to_owned(), Instant::now())),
+                                .push((answer["order_id"].as_str().unwrap_or_else(|| panic!("no order_id in {}", answer)).to_owned(), Instant::now())),
                             Ok((StatusCode::SERVICE_UNAVAILABLE, _)) => {
                                 unavailable += 1;
                                 tokio::time::sleep(Duration::from_millis(10)).await;

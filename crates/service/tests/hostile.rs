@@ -56,8 +56,10 @@ fn rig() -> &'static Rig {
 }
 
 fn sold(rig: &Rig) -> u64 {
-    let (_, sale) = rig.runtime.block_on(rig.http.get("/v1/sales/h")).unwrap();
-    sale["sold"].as_u64().unwrap()
+    let (status, sale) = rig.runtime.block_on(rig.http.get("/v1/sales/h")).unwrap();
+    sale["sold"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("GET /v1/sales/h answered {status}: {sale}"))
 }
 
 fn check(status: StatusCode, body: &Value) -> Result<(), TestCaseError> {

@@ -88,11 +88,47 @@ impl Options {
     }
 }
 
+/// Spawns `cmd` from a thread that lives as long as the process.
+///
+/// `PR_SET_PDEATHSIG` fires when the *thread* that forked the child exits,
+/// not the process: a server started by a short-lived thread (a test of a
+/// `cargo test` run setting up a rig that later tests share) would be killed
+/// when that thread ends. Forking from one thread that never ends ties the
+/// server's life to the process instead.
+fn spawn_for_process(cmd: Command) -> io::Result<Child> {
+    use std::sync::mpsc::{Sender, channel};
+    use std::sync::{Mutex, OnceLock};
+    type Request = (Command, Sender<io::Result<Child>>);
+    static SPAWNER: OnceLock<Option<Mutex<Sender<Request>>>> = OnceLock::new();
+    let gone = || io::Error::other("the redis-server spawner thread could not start");
+    let spawner = SPAWNER.get_or_init(|| {
+        let (requests, incoming) = channel::<Request>();
+        std::thread::Builder::new()
+            .name("redis-spawner".into())
+            .spawn(move || {
+                for (mut cmd, answer) in incoming {
+                    let _ = answer.send(cmd.spawn());
+                }
+            })
+            .ok()
+            .map(|_| Mutex::new(requests))
+    });
+    let (answer, answered) = channel();
+    spawner
+        .as_ref()
+        .ok_or_else(gone)?
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .send((cmd, answer))
+        .map_err(|_| gone())?;
+    answered.recv().map_err(|_| gone())?
+}
+
 /// A `redis-server` process owned by this process.
 ///
 /// Dropping it kills the server and removes its directory. The server is
-/// also told to die with the thread that started it (`PR_SET_PDEATHSIG`), so
-/// a killed test run leaves no servers behind.
+/// also told to die with this process (`PR_SET_PDEATHSIG`), so a killed test
+/// run leaves no servers behind.
 #[derive(Debug)]
 pub struct RedisServer {
     child: Option<Child>,
@@ -213,7 +249,7 @@ impl RedisServer {
                 Ok(())
             });
         }
-        let child = cmd.spawn().map_err(|e| {
+        let child = spawn_for_process(cmd).map_err(|e| {
             if e.kind() == io::ErrorKind::NotFound {
                 io::Error::new(
                     e.kind(),

@@ -63,3 +63,16 @@ fn a_missing_binary_is_a_clear_error() {
         "{err}"
     );
 }
+
+/// A server outlives the thread that started it: test rigs shared through a
+/// static are set up by whichever test thread comes first, and that thread
+/// ends long before the others are done with the server.
+#[test]
+fn a_server_outlives_the_thread_that_started_it() {
+    let server = std::thread::spawn(|| RedisServer::start().unwrap())
+        .join()
+        .unwrap();
+    // PR_SET_PDEATHSIG fires asynchronously after the thread's exit.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(command(&server, "PING").unwrap(), "+PONG\r\n");
+}
