@@ -13,6 +13,7 @@ use serde::Serialize;
 use seckill_orders::{Persister, PersisterConfig, Store, unpersisted};
 
 use crate::redis_benchmark;
+use crate::redis_cost::Meter;
 use crate::stats::{Latency, progress};
 use crate::target::Target;
 
@@ -93,6 +94,12 @@ struct Row {
     attempts_per_s: f64,
     p50_ms: f64,
     p99_ms: f64,
+    /// Redis command time per purchase call answered, µs (script calls plus
+    /// the strategy's plain commands, from `INFO commandstats`).
+    redis_us_per_purchase: Option<f64>,
+    /// `redis-server` process CPU per purchase call answered, µs, where the
+    /// server is local.
+    redis_cpu_us_per_purchase: Option<f64>,
     /// With `--persist-to`: from the last answer to an empty backlog.
     persist_drain_ms: Option<f64>,
     /// With `--persist-to`: orders of this sale in SQL.
@@ -107,6 +114,8 @@ struct Baseline {
     clients: u32,
     pipeline: u32,
     requests_per_s: f64,
+    /// Redis command time per script call, µs.
+    redis_us_per_call: Option<f64>,
 }
 
 pub async fn run(args: Args) -> Result<ExitCode> {
@@ -127,7 +136,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     let mut rows = Vec::new();
     for &strategy in &args.strategy.0 {
         let persist = store.as_ref().map(|s| (s, target.url.as_str()));
-        let row = bench(&engine, &args, &run_id, strategy, persist).await?;
+        let row = bench(&engine, &target.url, &args, &run_id, strategy, persist).await?;
         if args.json {
             println!("{}", serde_json::to_string(&row)?);
         }
@@ -155,6 +164,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
 
 async fn bench(
     engine: &Engine,
+    url: &str,
     args: &Args,
     run_id: &str,
     strategy: Strategy,
@@ -172,6 +182,7 @@ async fn bench(
     let bar = progress(args.buyers, strategy.name());
     let requests = buyers(args.buyers);
     let ticker = bar.clone();
+    let meter = Meter::start(url).await?;
     let outcome = race(
         &purchaser,
         requests,
@@ -179,6 +190,7 @@ async fn bench(
         move |done| ticker.set_position(done),
     )
     .await;
+    let cost = meter.read(strategy.plain_commands()).await?;
     bar.finish_and_clear();
     let mut persisted = (None, None);
     if let (Some((store, url)), Some((stop, task))) = (persist, persister) {
@@ -199,6 +211,8 @@ async fn bench(
     }
     let seconds = outcome.elapsed.as_secs_f64();
     let errors = outcome.outcomes.get("error").copied().unwrap_or(0);
+    let answered = outcome.latencies_us.len() as u64 - errors;
+    let (redis_us, redis_cpu_us) = cost.per(answered).unzip();
     Ok(Row {
         strategy: strategy.name(),
         stock: args.stock,
@@ -214,6 +228,8 @@ async fn bench(
         attempts_per_s: purchaser.attempts() as f64 / seconds,
         p50_ms: latency.ms(0.5),
         p99_ms: latency.ms(0.99),
+        redis_us_per_purchase: redis_us,
+        redis_cpu_us_per_purchase: redis_cpu_us.flatten(),
         persist_drain_ms: persisted.0,
         persisted_orders: persisted.1,
         ok: verdict.ok
@@ -299,54 +315,56 @@ fn buyers(count: u64) -> Vec<PurchaseRequest> {
         .collect()
 }
 
-/// `redis-benchmark` running the seeds' check+DECR and the full purchase
-/// script against a sale with stock enough never to sell out.
+/// `redis-benchmark` running the classic check+DECR and the full purchase
+/// script against a sale with stock enough never to sell out: the engine
+/// builds both command lines from its own keys. Each baseline also reports
+/// the Redis command time per call it cost.
 async fn compare(engine: &Engine, target: &Target, run_id: &str) -> Result<Vec<Baseline>> {
     let (host, port) = target.host_port()?;
-    let id = format!("rb-{run_id}");
+    let seed_sale = format!("rb-{run_id}-seed");
+    let full_sale = format!("rb-{run_id}-full");
     engine
-        .create_sale(&SaleSpec::new(&id, seckill_engine::MAX_STOCK))
+        .create_sale(
+            &SaleSpec::new(&seed_sale, seckill_engine::MAX_STOCK)
+                .inventory(Strategy::Lua.inventory()),
+        )
         .await?;
-    let mut conn = seckill_lock::client(&target.url)?
-        .get_multiplexed_async_connection()
+    engine
+        .create_sale(
+            &SaleSpec::new(&full_sale, seckill_engine::MAX_STOCK)
+                .inventory(Strategy::Atomic.inventory()),
+        )
         .await?;
-    let seed_sha = seckill_engine::seed_script()
-        .prepare_invoke()
-        .load_async(&mut conn)
-        .await?;
-    let full_sha = seckill_engine::purchase_script()
-        .prepare_invoke()
-        .load_async(&mut conn)
-        .await?;
-    let stock = Engine::stock_key(&id)?;
-    let keys = Engine::purchase_keys(&id)?;
-    let seed: Vec<&str> = vec!["EVALSHA", &seed_sha, "1", &stock];
-    let mut full: Vec<&str> = vec!["EVALSHA", &full_sha, "6"];
-    full.extend(keys.iter().map(String::as_str));
-    // Like the bench's buyers: one unit, a user, a request id of its own.
-    full.extend(["u__rand_int__", "1", "r__rand_int__"]);
+    let seed = engine.seed_command(&seed_sale).await?;
+    let full = engine.purchase_command(&full_sale).await?;
     let mut baselines = Vec::new();
     for (name, command) in [
         ("seed check+DECR script", &seed),
         ("full purchase script", &full),
     ] {
+        let command: Vec<&str> = command.iter().map(String::as_str).collect();
         for pipeline in [1, 16] {
-            let rps = redis_benchmark::rps(&host, port, 50, pipeline, 200_000, command)?;
+            let requests = 200_000;
+            let meter = Meter::start(&target.url).await?;
+            let rps = redis_benchmark::rps(&host, port, 50, pipeline, requests, &command)?;
+            let cost = meter.read(&[]).await?.per(requests);
             baselines.push(Baseline {
                 baseline: format!("redis-benchmark {name}"),
                 clients: 50,
                 pipeline,
                 requests_per_s: rps,
+                redis_us_per_call: cost.map(|c| c.0),
             });
         }
     }
-    engine.delete_sale(&id).await?;
+    engine.delete_sale(&seed_sale).await?;
+    engine.delete_sale(&full_sale).await?;
     Ok(baselines)
 }
 
 fn print_table(rows: &[Row], baselines: &[Baseline]) {
     println!(
-        "{:<10} {:>8} {:>8} {:>8} {:>8} {:>9} {:>6} {:>6} {:>8} {:>11} {:>11} {:>8} {:>8} {:>4}",
+        "{:<10} {:>8} {:>8} {:>8} {:>8} {:>9} {:>6} {:>6} {:>8} {:>11} {:>11} {:>8} {:>8} {:>8} {:>8} {:>4}",
         "strategy",
         "stock",
         "buyers",
@@ -360,6 +378,8 @@ fn print_table(rows: &[Row], baselines: &[Baseline]) {
         "attempts/s",
         "p50 ms",
         "p99 ms",
+        "redis µs",
+        "cpu µs",
         "ok"
     );
     for r in rows {
@@ -372,7 +392,7 @@ fn print_table(rows: &[Row], baselines: &[Baseline]) {
     }
     for r in rows {
         println!(
-            "{:<10} {:>8} {:>8} {:>8} {:>8} {:>9} {:>6} {:>6} {:>8.3} {:>11.0} {:>11.0} {:>8.3} {:>8.3} {:>4}",
+            "{:<10} {:>8} {:>8} {:>8} {:>8} {:>9} {:>6} {:>6} {:>8.3} {:>11.0} {:>11.0} {:>8.3} {:>8.3} {:>8} {:>8} {:>4}",
             r.strategy,
             r.stock,
             r.buyers,
@@ -386,6 +406,8 @@ fn print_table(rows: &[Row], baselines: &[Baseline]) {
             r.attempts_per_s,
             r.p50_ms,
             r.p99_ms,
+            micros(r.redis_us_per_purchase),
+            micros(r.redis_cpu_us_per_purchase),
             if r.ok { "yes" } else { "NO" }
         );
     }
@@ -399,8 +421,12 @@ fn print_table(rows: &[Row], baselines: &[Baseline]) {
         .map(|b| b.requests_per_s);
     for b in baselines {
         println!(
-            "{:<45} {:>3} clients  -P {:<2} {:>10.0} requests/s",
-            b.baseline, b.clients, b.pipeline, b.requests_per_s
+            "{:<45} {:>3} clients  -P {:<2} {:>10.0} requests/s {:>8} redis µs per call",
+            b.baseline,
+            b.clients,
+            b.pipeline,
+            b.requests_per_s,
+            micros(b.redis_us_per_call)
         );
     }
     if let Some(full) = full_p16 {
@@ -412,4 +438,9 @@ fn print_table(rows: &[Row], baselines: &[Baseline]) {
             );
         }
     }
+}
+
+/// A µs figure for the table, `-` when there is none.
+fn micros(us: Option<f64>) -> String {
+    us.map_or_else(|| "-".to_owned(), |us| format!("{us:.2}"))
 }

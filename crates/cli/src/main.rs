@@ -13,6 +13,8 @@
 //! - `stats`: latency histograms and the progress bar shared by benchmarks.
 //! - `redis_benchmark`: runs `redis-benchmark` on the same server for a
 //!   same-run baseline.
+//! - `redis_cost`: Redis time per purchase, from the server's command stats
+//!   and process CPU.
 
 mod audit;
 mod bench;
@@ -21,6 +23,7 @@ mod load;
 mod lock_bench;
 mod persist;
 mod redis_benchmark;
+mod redis_cost;
 mod serve;
 mod signals;
 mod stats;

@@ -18,17 +18,22 @@ pub fn rps(
     let output = Command::new("redis-benchmark")
         .args(["-h", host, "-p", &port.to_string()])
         .args(["-c", &clients.to_string(), "-P", &pipeline.to_string()])
-        .args(["-n", &requests.to_string(), "-r", "1000000", "--csv"])
+        .args(["-n", &requests.to_string(), "-r", "1000000", "--csv", "-e"])
         .args(command)
         .output()
         .context("running redis-benchmark (apt-get install -y redis-tools)")?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    // An error reply means the baseline measured a failing command, not
+    // the work: never report a rate for it.
+    if let Some(error) = stdout.lines().find(|l| l.starts_with("Error from server")) {
+        bail!("redis-benchmark got an error reply: {error}");
+    }
     if !output.status.success() {
         bail!(
             "redis-benchmark failed: {}",
             String::from_utf8_lossy(&output.stderr)
         );
     }
-    let stdout = String::from_utf8_lossy(&output.stdout);
     // CSV: a header line, then `"name","rps",...` for the one test we ran.
     stdout
         .lines()

@@ -61,6 +61,49 @@ fn every_strategy_reports_a_clean_verified_run_as_json() {
     }
 }
 
+/// `--compare` is what docs/benchmarks.md is built on: it must run, report
+/// every baseline with its Redis time, and each strategy's Redis time per
+/// purchase must be measured, not absent.
+#[test]
+fn compare_runs_every_baseline_and_reports_redis_time() {
+    let out = seckill(&[
+        "bench",
+        "--strategy",
+        "atomic",
+        "--stock",
+        "300",
+        "--buyers",
+        "1000",
+        "--compare",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let row = &lines[0];
+    assert_eq!(row["strategy"], "atomic", "{row}");
+    let redis_us = row["redis_us_per_purchase"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no redis_us_per_purchase in {row}"));
+    assert!(redis_us > 0.0, "{row}");
+    let baselines = &lines[1..];
+    assert_eq!(baselines.len(), 4, "{baselines:?}");
+    for b in baselines {
+        assert!(b["requests_per_s"].as_f64().is_some_and(|r| r > 0.0), "{b}");
+        assert!(
+            b["redis_us_per_call"].as_f64().is_some_and(|r| r > 0.0),
+            "{b}"
+        );
+    }
+}
+
 #[test]
 fn the_table_has_one_row_per_strategy() {
     let out = seckill(&[

@@ -65,3 +65,37 @@ fn bad_arguments_are_refused_with_a_message() {
         ],
     ]);
 }
+
+/// `--compare` runs its `redis-benchmark` baselines and reports both.
+#[test]
+fn compare_reports_both_baselines() {
+    for mode in ["hot", "spread"] {
+        let out = seckill(&[
+            "lock-bench",
+            "--mode",
+            mode,
+            "--clients",
+            "4",
+            "--duration",
+            "0.3",
+            "--compare",
+            "--json",
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        for field in [
+            "redis_benchmark_set_nx_px_per_s",
+            "ratio_to_redis_benchmark_pairs",
+            "redis_benchmark_round_trips_per_s",
+        ] {
+            assert!(
+                report[field].as_f64().is_some_and(|v| v > 0.0),
+                "{field}: {report}"
+            );
+        }
+    }
+}

@@ -274,14 +274,33 @@ impl Engine {
         }
     }
 
-    /// The keys a script-level baseline (e.g. `redis-benchmark`) must pass
-    /// to the purchase script for sale `id`, in order.
-    pub fn purchase_keys(id: &str) -> Result<Vec<String>> {
-        Ok(SaleKeys::new(id)?
-            .purchase()
-            .iter()
-            .map(|k| (*k).to_owned())
-            .collect())
+    /// The command line (for `redis-benchmark`) that runs exactly what one
+    /// `atomic` purchase of sale `id` runs: the purchase script by SHA with
+    /// the engine's own keys, one unit, and a user and request id made
+    /// random by `__rand_int__`. Loads the script first.
+    pub async fn purchase_command(&self, id: &str) -> Result<Vec<String>> {
+        let keys = SaleKeys::new(id)?;
+        let sha = self.load(&SCRIPTS.purchase).await?;
+        let keys = keys.purchase();
+        let mut command = vec!["EVALSHA".to_owned(), sha, keys.len().to_string()];
+        command.extend(keys.iter().map(|k| (*k).to_owned()));
+        command.extend(["u__rand_int__", "1", "r__rand_int__"].map(str::to_owned));
+        Ok(command)
+    }
+
+    /// The command line that runs the classic check-and-decrement script
+    /// on sale `id`'s stock (a counter-inventory sale). Loads the script.
+    pub async fn seed_command(&self, id: &str) -> Result<Vec<String>> {
+        let keys = SaleKeys::new(id)?;
+        let sha = self.load(&SCRIPTS.seed_decr).await?;
+        Ok(vec!["EVALSHA".to_owned(), sha, "1".to_owned(), keys.stock])
+    }
+
+    async fn load(&self, script: &redis::Script) -> Result<String> {
+        Ok(script
+            .prepare_invoke()
+            .load_async(&mut self.conn.clone())
+            .await?)
     }
 
     /// The order-event stream of sale `id`.
@@ -365,10 +384,5 @@ impl Engine {
         pipe.sadd(SALES, &spec.id).ignore();
         let () = pipe.query_async(&mut self.conn.clone()).await?;
         self.sale(&spec.id).await
-    }
-
-    /// The stock key of sale `id` (what the seeds' script decrements).
-    pub fn stock_key(id: &str) -> Result<String> {
-        Ok(SaleKeys::new(id)?.stock)
     }
 }

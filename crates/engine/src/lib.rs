@@ -49,6 +49,5 @@ pub use order::{MAX_QUANTITY, Order, Outcome, PurchaseRequest};
 pub use race::{Race, race};
 pub use records::LedgerEntry;
 pub use sale::{Inventory, MAX_STOCK, Sale, SaleSpec, Status};
-pub use scripts::{purchase_script, seed_script};
 pub use strategy::{CoalescerConfig, Purchaser, Strategy};
 pub use verify::{Demand, Verdict, verify};

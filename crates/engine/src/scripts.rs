@@ -33,14 +33,3 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
         include_str!("lua/expire.lua")
     )),
 });
-
-/// The source of the full purchase script, for baselines such as
-/// `redis-benchmark` that must run exactly what the engine runs.
-pub fn purchase_script() -> &'static Script {
-    &SCRIPTS.purchase
-}
-
-/// The source articles' check-and-decrement script.
-pub fn seed_script() -> &'static Script {
-    &SCRIPTS.seed_decr
-}

@@ -71,6 +71,21 @@ impl Strategy {
         Self::ALL.into_iter().find(|s| s.name() == name)
     }
 
+    /// The commands this strategy sends outside scripts (lowercase, as
+    /// `INFO commandstats` names them), so that its Redis cost can be read
+    /// from the server: script calls plus these. `lock`'s own `SET` is also
+    /// what the lock's acquire script runs, so its figure includes those.
+    /// `EXEC` already counts the commands it runs.
+    pub fn plain_commands(self) -> &'static [&'static str] {
+        match self {
+            Self::Lock => &["get", "hget", "set", "hincrby", "hset", "sadd"],
+            Self::Watch => &["watch", "unwatch", "get", "hget", "multi", "exec"],
+            Self::List => &["lpop", "hincrby", "hset", "sadd"],
+            Self::Lua => &["hincrby", "hset", "sadd"],
+            Self::Atomic | Self::Coalesced => &[],
+        }
+    }
+
     /// The inventory a sale needs for this strategy.
     pub fn inventory(self) -> Inventory {
         match self {

@@ -1,0 +1,170 @@
+//! What a run cost Redis, measured on the server: the one Redis core is a
+//! flash sale's ceiling, and requests per second on this noisy machine move
+//! far more than the work each request gives Redis.
+//!
+//! Two figures, both per purchase (or request):
+//! - **command time**: `usec` from `INFO commandstats` of the script calls
+//!   (`EVAL`, `EVALSHA`, `FCALL` and their `_RO` forms) plus the plain
+//!   commands the caller sends outside scripts. The commands a script runs
+//!   are counted again under their own names, so only the named plain ones
+//!   are added. Stats are reset at the start (`CONFIG RESETSTAT`); on a
+//!   server that others use too, their commands are in the figure.
+//! - **process CPU**: user + system time of the `redis-server` process from
+//!   `/proc/PID/stat` (network I/O included), where the server is local.
+
+use std::collections::HashMap;
+
+use anyhow::{Context, Result};
+use redis::aio::MultiplexedConnection;
+
+/// The script-calling commands, as `INFO commandstats` names them.
+const SCRIPT_CALLS: [&str; 6] = [
+    "eval",
+    "evalsha",
+    "eval_ro",
+    "evalsha_ro",
+    "fcall",
+    "fcall_ro",
+];
+
+/// A measurement under way; [`Meter::read`] ends it.
+pub struct Meter {
+    conn: MultiplexedConnection,
+    pid: Option<u32>,
+    cpu_start: Option<f64>,
+}
+
+/// Microseconds of Redis work in a measured run.
+#[derive(Clone, Copy, Debug)]
+pub struct Cost {
+    pub command_us: f64,
+    pub cpu_us: Option<f64>,
+}
+
+impl Cost {
+    /// Per unit of work (`n` purchases or requests); `None` for `n == 0`.
+    pub fn per(self, n: u64) -> Option<(f64, Option<f64>)> {
+        (n > 0).then(|| {
+            (
+                self.command_us / n as f64,
+                self.cpu_us.map(|c| c / n as f64),
+            )
+        })
+    }
+}
+
+impl Meter {
+    /// Resets the server's command statistics and notes its CPU time.
+    pub async fn start(url: &str) -> Result<Self> {
+        let mut conn = redis::Client::open(url)?
+            .get_multiplexed_async_connection()
+            .await
+            .with_context(|| format!("connecting to {url}"))?;
+        let () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query_async(&mut conn)
+            .await
+            .context("CONFIG RESETSTAT")?;
+        let pid = local_pid(url, &mut conn).await;
+        let cpu_start = pid.and_then(process_cpu_us);
+        Ok(Self {
+            conn,
+            pid,
+            cpu_start,
+        })
+    }
+
+    /// The cost since [`Meter::start`]: script calls plus the commands in
+    /// `plain` (lowercase names, as sent outside scripts).
+    pub async fn read(mut self, plain: &[&str]) -> Result<Cost> {
+        let cpu_end = self.pid.and_then(process_cpu_us);
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut self.conn)
+            .await?;
+        let usec = command_usec(&info);
+        let command_us = SCRIPT_CALLS
+            .iter()
+            .chain(plain)
+            .filter_map(|c| usec.get(*c))
+            .sum();
+        let cpu_us = match (self.cpu_start, cpu_end) {
+            (Some(a), Some(b)) => Some(b - a),
+            _ => None,
+        };
+        Ok(Cost { command_us, cpu_us })
+    }
+}
+
+/// `usec` per command from `INFO commandstats`
+/// (`cmdstat_NAME:calls=…,usec=…,…`); subcommands (`config|resetstat`) as named.
+fn command_usec(info: &str) -> HashMap<String, f64> {
+    info.lines()
+        .filter_map(|line| {
+            let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let usec = stats
+                .split(',')
+                .find_map(|kv| kv.strip_prefix("usec="))?
+                .parse()
+                .ok()?;
+            Some((name.to_owned(), usec))
+        })
+        .collect()
+}
+
+/// The server's pid, if it runs on this machine (a loopback address).
+async fn local_pid(url: &str, conn: &mut MultiplexedConnection) -> Option<u32> {
+    use redis::IntoConnectionInfo;
+    let info = url.into_connection_info().ok()?;
+    let local = match info.addr() {
+        redis::ConnectionAddr::Tcp(host, _) => {
+            host == "localhost"
+                || host
+                    .trim_matches(['[', ']'])
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback())
+        }
+        redis::ConnectionAddr::Unix(_) => true,
+        _ => false,
+    };
+    if !local {
+        return None;
+    }
+    let server: String = redis::cmd("INFO")
+        .arg("server")
+        .query_async(conn)
+        .await
+        .ok()?;
+    server
+        .lines()
+        .find_map(|l| l.strip_prefix("process_id:"))?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// User + system CPU of process `pid` so far, in µs.
+fn process_cpu_us(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the parenthesised command name; utime and stime are the
+    // 14th and 15th fields of the whole line.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (hz > 0).then(|| ticks * 1e6 / hz as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::command_usec;
+
+    #[test]
+    fn reads_usec_per_command() {
+        let info = "# Commandstats\r\ncmdstat_evalsha:calls=10,usec=250,usec_per_call=25.00,rejected_calls=0,failed_calls=0\r\ncmdstat_config|resetstat:calls=1,usec=9,usec_per_call=9.00\r\n";
+        let usec = command_usec(info);
+        assert_eq!(usec["evalsha"], 250.0);
+        assert_eq!(usec["config|resetstat"], 9.0);
+    }
+}
