@@ -12,6 +12,7 @@ use clap::Args as ClapArgs;
 use serde::Serialize;
 use serde_json::json;
 
+use crate::redis_cost::Meter;
 use crate::stats::{Latency, progress};
 use seckill_service::client::{Http, code};
 
@@ -35,9 +36,18 @@ pub struct Args {
     /// Give every request its own request id (idempotent retries).
     #[arg(long)]
     request_ids: bool,
+    /// The service's Redis: report the Redis time per request, measured on
+    /// the server (its command statistics are reset at the start).
+    #[arg(long)]
+    redis_url: Option<String>,
     #[arg(long)]
     json: bool,
 }
+
+/// Commands the service sends outside scripts that a load makes it send:
+/// the persister's stream reads, acknowledgements and trims, and the
+/// sweeper's list of sales. No script runs these, so none is counted twice.
+const SERVICE_PLAIN_COMMANDS: [&str; 5] = ["xreadgroup", "xack", "xautoclaim", "xtrim", "smembers"];
 
 #[derive(Serialize)]
 pub struct Report {
@@ -52,6 +62,11 @@ pub struct Report {
     pub sold: u64,
     pub acknowledged: u64,
     pub oversold: u64,
+    /// With `--redis-url`: Redis command time per request, µs (script calls
+    /// plus the persister's and sweeper's plain commands).
+    pub redis_us_per_request: Option<f64>,
+    /// With `--redis-url` on this machine: `redis-server` CPU per request, µs.
+    pub redis_cpu_us_per_request: Option<f64>,
 }
 
 pub async fn run(args: Args) -> Result<ExitCode> {
@@ -77,6 +92,13 @@ pub async fn run(args: Args) -> Result<ExitCode> {
             "sale: stock {}, sold {}, acknowledged {}, oversold {}",
             report.stock, report.sold, report.acknowledged, report.oversold
         );
+        if let Some(us) = report.redis_us_per_request {
+            print!("redis: {us:.2} µs of commands per request");
+            match report.redis_cpu_us_per_request {
+                Some(cpu) => println!(", {cpu:.2} µs of redis-server CPU per request"),
+                None => println!(),
+            }
+        }
     }
     // More acknowledged than sold is fine when orders expired or were
     // cancelled and their units sold again; more sold than stock never is.
@@ -95,6 +117,10 @@ pub async fn load(http: &Http, args: &Args) -> Result<Report> {
     let next = Arc::new(AtomicU64::new(0));
     let deadline = Instant::now() + Duration::from_secs(args.max_seconds);
     let users = (args.buyers * 7 / 10).max(1);
+    let meter = match &args.redis_url {
+        Some(url) => Some(Meter::start(url).await?),
+        None => None,
+    };
     let bar = progress(args.buyers, "requests");
     let started = Instant::now();
     let mut tasks = Vec::new();
@@ -138,6 +164,11 @@ pub async fn load(http: &Http, args: &Args) -> Result<Report> {
         }
     }
     let seconds = started.elapsed().as_secs_f64();
+    let requests = latency.count();
+    let cost = match meter {
+        Some(meter) => meter.read(&SERVICE_PLAIN_COMMANDS).await?.per(requests),
+        None => None,
+    };
     bar.finish_and_clear();
     let (_, sale) = http
         .get(&format!("/v1/sales/{}", args.sale))
@@ -146,7 +177,6 @@ pub async fn load(http: &Http, args: &Args) -> Result<Report> {
     let stock = sale["stock"].as_u64().unwrap_or(0);
     let sold = sale["sold"].as_u64().unwrap_or(0);
     let remaining = sale["remaining"].as_u64().unwrap_or(0);
-    let requests = latency.count();
     Ok(Report {
         requests,
         seconds,
@@ -159,5 +189,7 @@ pub async fn load(http: &Http, args: &Args) -> Result<Report> {
         stock,
         sold,
         oversold: (sold + remaining).saturating_sub(stock) + sold.saturating_sub(stock),
+        redis_us_per_request: cost.map(|c| c.0),
+        redis_cpu_us_per_request: cost.and_then(|c| c.1),
     })
 }
