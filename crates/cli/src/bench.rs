@@ -39,7 +39,7 @@ pub struct Args {
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     per_user_limit: Option<u32>,
     /// `coalesced`: most purchases per script call [default: the engine's].
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=2000))]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
     batch_max: Option<u32>,
     /// `coalesced`: longest a batch waits for more purchases, in µs
     /// [default: the engine's].

@@ -7,12 +7,13 @@ use redis::AsyncCommands;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use crate::error::{Error, Result};
+use crate::event::{Event, OrderId, StreamEntry};
 use crate::keys::{SALES, SaleKeys};
-use crate::lifecycle::{OrderInfo, OrderState, sale_of, transition};
+use crate::lifecycle::{OrderInfo, OrderState, transition};
 use crate::records::{self, LedgerEntry};
-use crate::sale::{Inventory, Sale, SaleSpec};
+use crate::sale::{Sale, SaleSpec};
 use crate::scripts::SCRIPTS;
-use crate::strategy::{CoalescerConfig, Ctx, Purchaser, Strategy};
+use crate::strategy::{CoalescerConfig, Ctx, Purchaser, Strategy, atomic};
 
 fn manager_config() -> ConnectionManagerConfig {
     ConnectionManagerConfig::new()
@@ -89,13 +90,9 @@ impl Engine {
     pub async fn create_sale(&self, spec: &SaleSpec) -> Result<Sale> {
         spec.validate()?;
         let keys = SaleKeys::new(&spec.id)?;
-        let inventory = match spec.inventory {
-            Inventory::Counter => "counter",
-            Inventory::List => "list",
-        };
         let generation: u64 = SCRIPTS
             .create_sale
-            .key(&keys.meta)
+            .key(&keys.sale)
             .key(&keys.stock)
             .key(&keys.tokens)
             .arg(&spec.id)
@@ -104,7 +101,7 @@ impl Engine {
             .arg(spec.per_user_limit.unwrap_or(0))
             .arg(spec.starts_at_ms.unwrap_or(0))
             .arg(spec.ends_at_ms.unwrap_or(0))
-            .arg(inventory)
+            .arg(spec.inventory.name())
             .arg(spec.payment_timeout_secs)
             .invoke_async(&mut self.conn.clone())
             .await?;
@@ -118,15 +115,21 @@ impl Engine {
     /// A sale with its live counts; `SaleNotFound` if there is none.
     pub async fn sale(&self, id: &str) -> Result<Sale> {
         let keys = SaleKeys::new(id)?;
-        let (meta, stock, tokens): (HashMap<String, String>, Option<i64>, i64) = redis::pipe()
-            .hgetall(&keys.meta)
+        let (values, stock, tokens): (Vec<Option<String>>, Option<i64>, i64) = redis::pipe()
+            .hmget(&keys.sale, &META[..])
             .get(&keys.stock)
             .llen(&keys.tokens)
             .query_async(&mut self.conn.clone())
             .await?;
+        let meta: HashMap<&str, String> = META
+            .into_iter()
+            .zip(values)
+            .filter_map(|(k, v)| Some((k, v?)))
+            .collect();
         let remaining = match meta.get("inventory").map(String::as_str) {
             Some("list") => tokens,
-            _ => stock.unwrap_or(0),
+            Some("counter") => stock.unwrap_or(0),
+            _ => meta.get("left").and_then(|v| v.parse().ok()).unwrap_or(0),
         };
         Sale::from_meta(&meta, remaining).ok_or_else(|| Error::SaleNotFound(id.to_owned()))
     }
@@ -138,7 +141,8 @@ impl Engine {
         let days: Vec<String> = conn.smembers(&keys.days).await?;
         let mut all: Vec<String> = keys.all().iter().map(|k| (*k).to_owned()).collect();
         all.extend(days.iter().map(|d| keys.day(d)));
-        let deleted: u64 = conn.del(all).await?;
+        // UNLINK: a big sale's hash and stream are freed off Redis's thread.
+        let deleted: u64 = redis::cmd("UNLINK").arg(all).query_async(&mut conn).await?;
         let _: i64 = conn.srem(SALES, id).await?;
         Ok(deleted > 0)
     }
@@ -158,12 +162,33 @@ impl Engine {
 
     /// An order of the production path (`atomic`, `coalesced`).
     pub async fn order(&self, order_id: &str) -> Result<OrderInfo> {
-        let sale = sale_of(order_id)?;
-        let keys = SaleKeys::new(sale)?;
-        let value: Option<String> = self.conn.clone().hget(&keys.states, order_id).await?;
-        value
-            .and_then(|v| OrderInfo::parse(sale, order_id, &v))
-            .ok_or_else(|| Error::OrderNotFound(order_id.to_owned()))
+        let id: OrderId = order_id.parse()?;
+        let keys = SaleKeys::new(&id.sale)?;
+        let entry = id.entry();
+        let ((generation, timeout), settled, found): (
+            (Option<u64>, Option<u64>),
+            Option<String>,
+            redis::Value,
+        ) = redis::pipe()
+            .hmget(&keys.sale, &["gen", "payment_timeout"])
+            .hget(&keys.settled, id.local())
+            .xrange(&keys.orders, &entry, &entry)
+            .query_async(&mut self.conn.clone())
+            .await?;
+        let not_found = || Error::OrderNotFound(order_id.to_owned());
+        if generation != Some(id.generation) {
+            return Err(not_found());
+        }
+        let timeout_ms = timeout.unwrap_or(0) * 1000;
+        if let Some(value) = settled {
+            return OrderInfo::settled(&id, &value, timeout_ms).ok_or_else(not_found);
+        }
+        StreamEntry::list(&found)?
+            .iter()
+            .flat_map(|e| Event::decode(&id.sale, e))
+            .find(|e| e.order_id == order_id && e.state == OrderState::PendingPayment)
+            .map(|e| pending(&id, &e, timeout_ms))
+            .ok_or_else(not_found)
     }
 
     /// Pays an order. Paying twice is a no-op; an expired or cancelled order
@@ -180,41 +205,78 @@ impl Engine {
     }
 
     async fn settle(&self, order_id: &str, op: &str) -> Result<OrderState> {
-        let sale = sale_of(order_id)?;
-        let keys = SaleKeys::new(sale)?;
+        let id: OrderId = order_id.parse()?;
+        let keys = SaleKeys::new(&id.sale)?;
         let answer: String = SCRIPTS
             .order
             .key(&keys.lifecycle()[..])
-            .arg(sale)
-            .arg(order_id)
+            .arg(&id.sale)
+            .arg(id.generation)
+            .arg(id.local())
             .arg(op)
             .invoke_async(&mut self.conn.clone())
             .await?;
         transition(order_id, &answer)
     }
 
-    /// Expires up to `max` unpaid orders of sale `id` past their pay-by
-    /// time, returning their units; answers how many. Safe to run from any
-    /// number of processes at once: each order expires exactly once.
-    pub async fn expire_due(&self, id: &str, max: u32) -> Result<u64> {
+    /// Expires every unpaid order of sale `id` past its pay-by time,
+    /// returning its units; answers how many. Each script call looks at no
+    /// more than `per_call` stream entries, so Redis is never held long.
+    /// Safe to run from any number of processes at once: each order expires
+    /// exactly once.
+    pub async fn expire_due(&self, id: &str, per_call: u32) -> Result<u64> {
         let keys = SaleKeys::new(id)?;
-        Ok(SCRIPTS
-            .expire
-            .key(&keys.lifecycle()[..])
-            .arg(id)
-            .arg(max)
-            .invoke_async(&mut self.conn.clone())
-            .await?)
+        let mut expired = 0;
+        loop {
+            let (n, more): (u64, u8) = SCRIPTS
+                .expire
+                .key(&keys.lifecycle()[..])
+                .arg(id)
+                .arg(per_call.max(1))
+                .invoke_async(&mut self.conn.clone())
+                .await?;
+            expired += n;
+            if more == 0 {
+                return Ok(expired);
+            }
+        }
     }
 
-    /// All orders of the production path of sale `id`, as Redis holds them.
+    /// All orders of the production path of sale `id`, as Redis holds them:
+    /// the settled ones, and the pending ones from the stream past the
+    /// expiry cursor.
     pub async fn orders(&self, id: &str) -> Result<Vec<OrderInfo>> {
         let keys = SaleKeys::new(id)?;
-        let states: HashMap<String, String> = self.conn.clone().hgetall(&keys.states).await?;
-        Ok(states
+        let mut conn = self.conn.clone();
+        type Head = (Option<u64>, Option<u64>, Option<String>);
+        let ((generation, timeout, swept), settled): (Head, HashMap<String, String>) =
+            redis::pipe()
+                .hmget(&keys.sale, &["gen", "payment_timeout", "swept"])
+                .hgetall(&keys.settled)
+                .query_async(&mut conn)
+                .await?;
+        let Some(generation) = generation else {
+            return Ok(Vec::new());
+        };
+        let timeout_ms = timeout.unwrap_or(0) * 1000;
+        let mut orders: Vec<OrderInfo> = settled
             .iter()
-            .filter_map(|(order, value)| OrderInfo::parse(id, order, value))
-            .collect())
+            .filter_map(|(local, value)| {
+                let order = OrderId::from_local(id, generation, local)?;
+                OrderInfo::settled(&order, value, timeout_ms)
+            })
+            .collect();
+        let from = swept.map_or_else(|| "-".to_owned(), |s| format!("({s}"));
+        for event in stream_events(&mut conn, &keys, &from).await? {
+            if event.state != OrderState::PendingPayment || event.generation as u64 != generation {
+                continue;
+            }
+            let order: OrderId = event.order_id.parse()?;
+            if !settled.contains_key(&order.local()) {
+                orders.push(pending(&order, &event, timeout_ms));
+            }
+        }
+        Ok(orders)
     }
 
     /// A purchaser of sale `id` with `strategy`. Reads the sale once: the
@@ -240,51 +302,64 @@ impl Engine {
 
     /// Every order recorded for a sale (stream and per-day records).
     pub async fn ledger(&self, id: &str) -> Result<Vec<LedgerEntry>> {
-        records::ledger(&mut self.conn.clone(), &SaleKeys::new(id)?).await
+        let keys = SaleKeys::new(id)?;
+        let mut entries: Vec<LedgerEntry> = self
+            .orders(id)
+            .await?
+            .into_iter()
+            .filter(|o| o.state.is_live())
+            .map(|o| LedgerEntry {
+                order_id: o.order_id,
+                user_id: o.user_id,
+                quantity: o.quantity,
+            })
+            .collect();
+        entries.extend(records::day_records(&mut self.conn.clone(), &keys).await?);
+        Ok(entries)
     }
 
-    /// Units each user has bought, as the engine counts them.
+    /// Units each user holds, as the engine counts them for its per-user
+    /// limit: kept by the production path for sales with a limit, and by
+    /// the baselines.
     pub async fn buyers(&self, id: &str) -> Result<HashMap<String, u64>> {
         let keys = SaleKeys::new(id)?;
-        Ok(self.conn.clone().hgetall(&keys.users).await?)
-    }
-
-    /// Length of the sale's order-event stream.
-    pub async fn stream_len(&self, id: &str) -> Result<u64> {
-        let keys = SaleKeys::new(id)?;
-        Ok(self.conn.clone().xlen(&keys.orders).await?)
-    }
-
-    /// Events ever appended to the sale's stream, trimmed ones included
-    /// (0 if it has none): one per purchase and one per settled order.
-    pub async fn stream_events_added(&self, id: &str) -> Result<u64> {
-        let keys = SaleKeys::new(id)?;
-        let info: redis::RedisResult<HashMap<String, redis::Value>> = redis::cmd("XINFO")
-            .arg("STREAM")
-            .arg(&keys.orders)
-            .query_async(&mut self.conn.clone())
-            .await;
-        match info {
-            Ok(info) => Ok(info
-                .get("entries-added")
-                .and_then(|v| redis::from_redis_value_ref(v).ok())
-                .unwrap_or(0)),
-            Err(e) if e.to_string().contains("no such key") => Ok(0),
-            Err(e) => Err(e.into()),
+        let mut conn = self.conn.clone();
+        let mut buyers: HashMap<String, u64> = conn.hgetall(&keys.users).await?;
+        let mut held: redis::AsyncIter<(String, u64)> = conn.hscan_match(&keys.sale, "u:*").await?;
+        while let Some(item) = held.next_item().await {
+            let (field, units) = item?;
+            if let Some(user) = field.strip_prefix("u:") {
+                *buyers.entry(user.to_owned()).or_default() += units;
+            }
         }
+        Ok(buyers)
+    }
+
+    /// Order events in the sale's stream now (purchases, payments,
+    /// cancellations, expiries), however many each entry carries.
+    pub async fn stream_events(&self, id: &str) -> Result<u64> {
+        let keys = SaleKeys::new(id)?;
+        Ok(stream_events(&mut self.conn.clone(), &keys, "-")
+            .await?
+            .len() as u64)
     }
 
     /// The command line (for `redis-benchmark`) that runs exactly what one
     /// `atomic` purchase of sale `id` runs: the purchase script by SHA with
-    /// the engine's own keys, one unit, and a user and request id made
-    /// random by `__rand_int__`. Loads the script first.
+    /// the engine's own keys and arguments, one unit, and a user and request
+    /// id made random by `__rand_int__`. Loads the script first.
     pub async fn purchase_command(&self, id: &str) -> Result<Vec<String>> {
+        let sale = self.sale(id).await?;
         let keys = SaleKeys::new(id)?;
         let sha = self.load(&SCRIPTS.purchase).await?;
-        let keys = keys.purchase();
-        let mut command = vec!["EVALSHA".to_owned(), sha, keys.len().to_string()];
-        command.extend(keys.iter().map(|k| (*k).to_owned()));
-        command.extend(["u__rand_int__", "1", "r__rand_int__"].map(str::to_owned));
+        let mut command = vec!["EVALSHA".to_owned(), sha, "2".to_owned()];
+        command.extend(keys.purchase().map(str::to_owned));
+        command.extend(atomic::arguments(
+            &sale,
+            "u__rand_int__",
+            1,
+            "r__rand_int__",
+        ));
         Ok(command)
     }
 
@@ -308,10 +383,37 @@ impl Engine {
         Ok(SaleKeys::new(id)?.orders)
     }
 
+    /// Trims sale `id`'s stream below entry `floor` (entries every reader
+    /// is done with), but never past the expiry cursor: entries after it
+    /// are where pending orders live.
+    pub async fn trim_stream(&self, id: &str, floor: &str) -> Result<()> {
+        let keys = SaleKeys::new(id)?;
+        let mut conn = self.conn.clone();
+        let swept: Option<String> = conn.hget(&keys.sale, "swept").await?;
+        let Some(swept) = swept else {
+            return Ok(());
+        };
+        let keep_from = next_entry(&swept);
+        let floor = if entry_key(floor) < entry_key(&keep_from) {
+            floor.to_owned()
+        } else {
+            keep_from
+        };
+        let _: i64 = redis::cmd("XTRIM")
+            .arg(&keys.orders)
+            .arg("MINID")
+            .arg(floor)
+            .query_async(&mut conn)
+            .await?;
+        Ok(())
+    }
+
     /// Rebuilds sale `spec` in Redis from a durable copy of its orders (for
-    /// a Redis that lost its data): the sale, its stock (total minus units
-    /// held by live orders), buyer counts, order states, unpaid deadlines,
-    /// request ids and order numbering. Replaces whatever Redis held for it.
+    /// a Redis that lost its data): the sale, its units left (stock minus
+    /// units held by live orders), buyer counts, request ids, settled states,
+    /// and the purchase entries of its orders under their original ids, so
+    /// pending orders can still be paid and still expire on time. Replaces
+    /// whatever Redis held for it.
     pub async fn restore_sale(
         &self,
         spec: &SaleSpec,
@@ -320,69 +422,154 @@ impl Engine {
     ) -> Result<Sale> {
         spec.validate()?;
         let keys = SaleKeys::new(&spec.id)?;
-        let live: Vec<&RestoredOrder> = orders.iter().filter(|o| o.info.state.is_live()).collect();
-        let held: u64 = live.iter().map(|o| u64::from(o.info.quantity)).sum();
+        let mut parsed = Vec::with_capacity(orders.len());
+        for o in orders {
+            let id: OrderId = o.info.order_id.parse()?;
+            if id.sale != spec.id || id.generation != generation {
+                return Err(Error::Invalid {
+                    field: "order_id",
+                    reason: format!("{} is not an order of this sale", o.info.order_id),
+                });
+            }
+            parsed.push((id, o));
+        }
+        parsed.sort_by_key(|(id, _)| (id.ms, id.seq, id.index));
+        let live = parsed.iter().filter(|(_, o)| o.info.state.is_live());
+        let held: u64 = live.clone().map(|(_, o)| u64::from(o.info.quantity)).sum();
         let mut users: HashMap<&str, u64> = HashMap::new();
-        for o in &live {
+        for (_, o) in live {
             *users.entry(o.info.user_id.as_str()).or_default() += u64::from(o.info.quantity);
         }
-        let last = orders
-            .iter()
-            .filter_map(|o| o.info.order_id.rsplit('-').next()?.parse::<u64>().ok())
-            .max()
-            .unwrap_or(0);
-        let inventory = match spec.inventory {
-            Inventory::Counter => "counter",
-            Inventory::List => "list",
-        };
         let mut pipe = redis::pipe();
         pipe.atomic();
         pipe.del(&keys.all()[..]).ignore();
-        pipe.hset_multiple(
-            &keys.meta,
-            &[
-                ("id", spec.id.clone()),
-                ("name", spec.name.clone()),
-                ("stock", spec.stock.to_string()),
-                ("limit", spec.per_user_limit.unwrap_or(0).to_string()),
-                ("start", spec.starts_at_ms.unwrap_or(0).to_string()),
-                ("end", spec.ends_at_ms.unwrap_or(0).to_string()),
-                ("inventory", inventory.to_owned()),
-                ("payment_timeout", spec.payment_timeout_secs.to_string()),
-                ("gen", generation.to_string()),
-            ],
-        )
-        .ignore();
-        pipe.set(&keys.stock, spec.stock.saturating_sub(held))
-            .ignore();
-        pipe.set(&keys.seq, last).ignore();
-        for (user, units) in &users {
-            pipe.hset(&keys.users, *user, *units).ignore();
+        let mut fields: Vec<(String, String)> = vec![
+            ("id".into(), spec.id.clone()),
+            ("name".into(), spec.name.clone()),
+            ("stock".into(), spec.stock.to_string()),
+            ("limit".into(), spec.per_user_limit.unwrap_or(0).to_string()),
+            ("start".into(), spec.starts_at_ms.unwrap_or(0).to_string()),
+            ("end".into(), spec.ends_at_ms.unwrap_or(0).to_string()),
+            ("inventory".into(), spec.inventory.name().to_owned()),
+            (
+                "payment_timeout".into(),
+                spec.payment_timeout_secs.to_string(),
+            ),
+            ("gen".into(), generation.to_string()),
+            ("left".into(), spec.stock.saturating_sub(held).to_string()),
+        ];
+        if spec.per_user_limit.is_some() {
+            fields.extend(users.iter().map(|(u, n)| (format!("u:{u}"), n.to_string())));
         }
-        for o in orders {
-            let i = &o.info;
-            let value = format!(
-                "{}|{}|{}|{}",
-                i.state.as_str(),
-                i.user_id,
-                i.quantity,
-                i.pay_by_ms
-            );
-            pipe.hset(&keys.states, &i.order_id, value).ignore();
-            if i.state == OrderState::PendingPayment {
-                pipe.zadd(&keys.pending, &i.order_id, i.pay_by_ms).ignore();
-            }
+        for (id, o) in &parsed {
             if let Some(req) = &o.request_id {
-                pipe.hset(
-                    &keys.requests,
-                    req,
-                    format!("{}|{}", i.order_id, i.quantity),
-                )
-                .ignore();
+                fields.push((
+                    format!("r:{req}"),
+                    format!("{}|{}", id.local(), o.info.quantity),
+                ));
             }
+            if o.info.state != OrderState::PendingPayment {
+                let value = format!(
+                    "{}|{}|{}",
+                    o.info.state.as_str(),
+                    o.info.user_id,
+                    o.info.quantity
+                );
+                pipe.hset(&keys.settled, id.local(), value).ignore();
+            }
+        }
+        pipe.hset_multiple(&keys.sale, &fields).ignore();
+        // One purchase entry per original entry, orders in their places; a
+        // place SQL has no order for is kept with quantity 0, which nothing
+        // reads as an order.
+        for entry in parsed.chunk_by(|(a, _), (b, _)| (a.ms, a.seq) == (b.ms, b.seq)) {
+            let (first, _) = &entry[0];
+            let mut xadd = redis::cmd("XADD");
+            xadd.arg(&keys.orders)
+                .arg(first.entry())
+                .arg("b")
+                .arg(generation);
+            let mut place = 0;
+            for (id, o) in entry {
+                while place < id.index {
+                    xadd.arg("_").arg("0");
+                    place += 1;
+                }
+                xadd.arg(&o.info.user_id);
+                match &o.request_id {
+                    Some(req) => xadd.arg(format!("{}|{req}", o.info.quantity)),
+                    None => xadd.arg(o.info.quantity),
+                };
+                place += 1;
+            }
+            pipe.add_command(xadd).ignore();
         }
         pipe.sadd(SALES, &spec.id).ignore();
         let () = pipe.query_async(&mut self.conn.clone()).await?;
         self.sale(&spec.id).await
+    }
+}
+
+/// The fields of a sale's hash that describe it (the rest are per buyer,
+/// per request and the expiry cursor).
+const META: [&str; 10] = [
+    "id",
+    "name",
+    "stock",
+    "limit",
+    "start",
+    "end",
+    "inventory",
+    "payment_timeout",
+    "gen",
+    "left",
+];
+
+/// A pending order from its purchase event.
+fn pending(order: &OrderId, event: &Event, timeout_ms: u64) -> OrderInfo {
+    OrderInfo::new(
+        order,
+        event.user_id.clone(),
+        u32::try_from(event.quantity).unwrap_or(u32::MAX),
+        OrderState::PendingPayment,
+        timeout_ms,
+    )
+}
+
+/// The order events of the sale's stream from entry `from` on (an
+/// `XRANGE` start: `-`, an id, or `(id` for after it), read in pages.
+async fn stream_events(
+    conn: &mut ConnectionManager,
+    keys: &SaleKeys,
+    from: &str,
+) -> Result<Vec<Event>> {
+    const PAGE: usize = 10_000;
+    let mut events = Vec::new();
+    let mut start = from.to_owned();
+    loop {
+        let page: redis::Value = conn.xrange_count(&keys.orders, &start, "+", PAGE).await?;
+        let entries = StreamEntry::list(&page)?;
+        for entry in &entries {
+            events.extend(Event::decode(&keys.id, entry));
+        }
+        match entries.last() {
+            Some(last) if entries.len() == PAGE => start = format!("({}", last.id),
+            _ => return Ok(events),
+        }
+    }
+}
+
+/// A stream entry id as numbers, for comparing.
+fn entry_key(id: &str) -> (u64, u64) {
+    let (ms, seq) = id.split_once('-').unwrap_or((id, "0"));
+    (ms.parse().unwrap_or(0), seq.parse().unwrap_or(0))
+}
+
+/// The smallest stream entry id after `id`.
+fn next_entry(id: &str) -> String {
+    let (ms, seq) = entry_key(id);
+    match seq.checked_add(1) {
+        Some(seq) => format!("{ms}-{seq}"),
+        None => format!("{}-0", ms + 1),
     }
 }

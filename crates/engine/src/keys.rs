@@ -30,20 +30,31 @@ pub fn check_id(field: &'static str, id: &str) -> Result<()> {
 
 /// The keys of one sale. All share the hash tag `{sale:ID}`, so they live in
 /// one Redis Cluster slot and one script can touch them all.
+///
+/// The production path (`atomic`, `coalesced`) keeps a sale in three keys:
+/// - `sale`: one hash holding the sale's settings (`id`, `name`, `stock`,
+///   `limit`, `start`, `end`, `inventory`, `payment_timeout`, `gen`), its
+///   units `left`, the expiry cursor `swept`, and per buyer `u:<user>` (units
+///   held; only for sales with a limit) and per request id `r:<req>`
+///   (`<ms>-<n>-<i>|<qty>` of the order it bought);
+/// - `orders`: the stream of order events, which is also where a pending
+///   order lives (see `event.rs`);
+/// - `settled`: hash `<ms>-<n>-<i>` -> `<state>|<user>|<qty>` of every order
+///   paid, cancelled or expired.
+///
+/// The baselines keep the source articles' keys: `stock` (a counter),
+/// `tokens` (a list), `users` (hash user -> units) and per-day order records.
 #[derive(Clone, Debug)]
 pub(crate) struct SaleKeys {
     pub id: String,
     base: String,
-    pub meta: String,
+    pub sale: String,
+    pub orders: String,
+    pub settled: String,
     pub stock: String,
     pub tokens: String,
     pub users: String,
-    pub requests: String,
-    pub orders: String,
-    pub seq: String,
     pub days: String,
-    pub states: String,
-    pub pending: String,
 }
 
 impl SaleKeys {
@@ -52,16 +63,13 @@ impl SaleKeys {
         let base = format!("seckill:{{sale:{id}}}");
         Ok(Self {
             id: id.to_owned(),
-            meta: format!("{base}:meta"),
+            sale: format!("{base}:sale"),
+            orders: format!("{base}:orders"),
+            settled: format!("{base}:settled"),
             stock: format!("{base}:stock"),
             tokens: format!("{base}:tokens"),
             users: format!("{base}:users"),
-            requests: format!("{base}:requests"),
-            orders: format!("{base}:orders"),
-            seq: format!("{base}:seq"),
             days: format!("{base}:days"),
-            states: format!("{base}:states"),
-            pending: format!("{base}:pending"),
             base,
         })
     }
@@ -73,43 +81,25 @@ impl SaleKeys {
     }
 
     /// The keys the purchase scripts take, in their order.
-    pub fn purchase(&self) -> [&str; 8] {
-        [
-            &self.meta,
-            &self.stock,
-            &self.users,
-            &self.requests,
-            &self.orders,
-            &self.seq,
-            &self.states,
-            &self.pending,
-        ]
+    pub fn purchase(&self) -> [&str; 2] {
+        [&self.sale, &self.orders]
     }
 
     /// The keys the order lifecycle scripts take, in their order.
-    pub fn lifecycle(&self) -> [&str; 5] {
-        [
-            &self.stock,
-            &self.users,
-            &self.orders,
-            &self.states,
-            &self.pending,
-        ]
+    pub fn lifecycle(&self) -> [&str; 3] {
+        [&self.sale, &self.orders, &self.settled]
     }
 
     /// Every key of the sale but the per-day records.
-    pub fn all(&self) -> [&str; 10] {
+    pub fn all(&self) -> [&str; 7] {
         [
-            &self.meta,
+            &self.sale,
+            &self.orders,
+            &self.settled,
             &self.stock,
             &self.tokens,
             &self.users,
-            &self.requests,
-            &self.orders,
-            &self.seq,
             &self.days,
-            &self.states,
-            &self.pending,
         ]
     }
 

@@ -6,11 +6,12 @@
 //! - `sale`: [`SaleSpec`], [`Sale`], [`Status`], [`Inventory`].
 //! - `order`: [`PurchaseRequest`], [`Outcome`], [`Order`].
 //! - `lifecycle`: [`OrderState`], [`OrderInfo`]: pay, cancel, expire.
+//! - `event`: [`OrderId`], [`StreamEntry`], [`Event`]: the formats of order
+//!   ids and of the order events in a sale's stream.
 //! - `strategy`: [`Strategy`] and [`Purchaser`], one module per strategy:
 //!   `locked`, `watch`, `list`, `lua` (the source articles' ways) and
 //!   `atomic`, `coalesced` (the production path).
-//! - `records`: order records and the [`LedgerEntry`] reader used to verify
-//!   any strategy.
+//! - `records`: the baselines' order records, and [`LedgerEntry`].
 //! - `race`: [`race()`], many concurrent buyers through one purchaser.
 //! - `verify`: [`verify()`] checks a finished sale against its invariants
 //!   (no oversell, no undersell, limits, every acknowledged order recorded).
@@ -31,6 +32,7 @@
 
 mod engine;
 mod error;
+mod event;
 mod keys;
 mod lifecycle;
 mod order;
@@ -43,8 +45,9 @@ mod verify;
 
 pub use engine::{Engine, RestoredOrder};
 pub use error::{Error, Result};
+pub use event::{Event, OrderId, StreamEntry};
 pub use keys::{MAX_ID_LEN, RESTOCK_CHANNEL, check_id};
-pub use lifecycle::{OrderInfo, OrderState, sale_of};
+pub use lifecycle::{OrderInfo, OrderState};
 pub use order::{MAX_QUANTITY, Order, Outcome, PurchaseRequest};
 pub use race::{Race, race};
 pub use records::LedgerEntry;

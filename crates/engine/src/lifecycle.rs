@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::keys::check_id;
+use crate::event::OrderId;
 
 /// Where an order stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -56,38 +56,37 @@ pub struct OrderInfo {
 }
 
 impl OrderInfo {
-    /// Parses a value of the sale's states hash.
-    pub(crate) fn parse(sale_id: &str, order_id: &str, value: &str) -> Option<Self> {
+    /// An order from its settled value `<state>|<user>|<qty>`.
+    pub(crate) fn settled(order: &OrderId, value: &str, payment_timeout_ms: u64) -> Option<Self> {
         let mut parts = value.split('|');
         let state = OrderState::parse(parts.next()?)?;
         let user_id = parts.next()?.to_owned();
         let quantity = parts.next()?.parse().ok()?;
-        let pay_by_ms = parts.next()?.parse().ok()?;
-        Some(Self {
-            order_id: order_id.to_owned(),
-            sale_id: sale_id.to_owned(),
+        Some(Self::new(
+            order,
             user_id,
             quantity,
             state,
-            pay_by_ms,
-        })
+            payment_timeout_ms,
+        ))
     }
-}
 
-/// The sale an order id belongs to: ids are `<sale>-<generation>-<number>`.
-pub fn sale_of(order_id: &str) -> Result<&str> {
-    let invalid = || Error::Invalid {
-        field: "order_id",
-        reason: "not an order id of this system".to_owned(),
-    };
-    check_id("order_id", order_id)?;
-    let (rest, number) = order_id.rsplit_once('-').ok_or_else(invalid)?;
-    let (sale, generation) = rest.rsplit_once('-').ok_or_else(invalid)?;
-    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    if !digits(number) || !digits(generation) || sale.is_empty() {
-        return Err(invalid());
+    pub(crate) fn new(
+        order: &OrderId,
+        user_id: String,
+        quantity: u32,
+        state: OrderState,
+        payment_timeout_ms: u64,
+    ) -> Self {
+        Self {
+            order_id: order.to_string(),
+            sale_id: order.sale.clone(),
+            user_id,
+            quantity,
+            state,
+            pay_by_ms: order.ms + payment_timeout_ms,
+        }
     }
-    Ok(sale)
 }
 
 /// Turns a lifecycle script's answer into the order's state or an error.
@@ -111,17 +110,6 @@ fn unexpected(answer: &str) -> Error {
 
 #[cfg(test)]
 mod tests {
-    use super::sale_of;
-
-    #[test]
-    fn order_ids_name_their_sale() {
-        assert_eq!(sale_of("drop-1-1795392000000-17").unwrap(), "drop-1");
-        assert_eq!(sale_of("a-1-2").unwrap(), "a");
-        for bad in ["a-b-c", "a-1", "-1-2", "a-1-", "x y-1-2", ""] {
-            assert!(sale_of(bad).is_err(), "{bad}");
-        }
-    }
-
     #[test]
     fn the_restock_channel_in_lua_is_the_published_one() {
         let lua = include_str!("lua/lifecycle_common.lua");

@@ -1,7 +1,7 @@
-//! Order records. The `atomic` and `coalesced` strategies append each order
-//! to the sale's stream inside their script. The baseline strategies keep the
-//! source articles' record instead: one hash per day, order id -> buyer.
-//! [`ledger`] reads both, so every strategy can be checked the same way.
+//! The baselines' order records: the source articles' one hash per day,
+//! order id -> buyer. (`atomic` and `coalesced` record orders in the sale's
+//! stream instead; `Engine::ledger` reads both, so every strategy can be
+//! checked the same way.)
 
 use std::collections::HashMap;
 
@@ -11,7 +11,6 @@ use serde::Serialize;
 
 use crate::error::Result;
 use crate::keys::SaleKeys;
-use crate::lifecycle::OrderInfo;
 use crate::sale::now_ms;
 
 /// One order as recorded.
@@ -37,25 +36,12 @@ pub(crate) fn order_id(sale: &str, generation: u64) -> String {
     format!("{sale}-{generation}-{:016x}", rand::random::<u64>())
 }
 
-/// Every order of a sale that still holds its units: the production path's
-/// live orders (pending payment or paid) and the baselines' per-day records.
-pub(crate) async fn ledger(
+/// The baselines' per-day records of sale `keys`.
+pub(crate) async fn day_records(
     conn: &mut ConnectionManager,
     keys: &SaleKeys,
 ) -> Result<Vec<LedgerEntry>> {
     let mut entries = Vec::new();
-    let states: HashMap<String, String> = conn.hgetall(&keys.states).await?;
-    for (order_id, value) in &states {
-        if let Some(order) = OrderInfo::parse(&keys.id, order_id, value)
-            && order.state.is_live()
-        {
-            entries.push(LedgerEntry {
-                order_id: order.order_id,
-                user_id: order.user_id,
-                quantity: order.quantity,
-            });
-        }
-    }
     let days: Vec<String> = conn.smembers(&keys.days).await?;
     for day in days {
         let records: HashMap<String, String> = conn.hgetall(keys.day(&day)).await?;

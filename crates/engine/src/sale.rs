@@ -15,10 +15,25 @@ pub const MAX_STOCK: u64 = 1_000_000_000;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Inventory {
-    /// A counter of units left: every strategy but `list`.
+    /// Units left as a field of the sale's hash, beside everything else a
+    /// purchase reads: `atomic` and `coalesced`. The default.
+    Hash,
+    /// A counter key of units left, as the source articles keep it:
+    /// `lock`, `watch`, `lua`.
     Counter,
     /// One list element per unit, popped by the `list` strategy.
     List,
+}
+
+impl Inventory {
+    /// As stored and as serialized: `hash`, `counter`, `list`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Hash => "hash",
+            Self::Counter => "counter",
+            Self::List => "list",
+        }
+    }
 }
 
 /// A sale to create.
@@ -44,7 +59,8 @@ pub struct SaleSpec {
 }
 
 impl SaleSpec {
-    /// A counter-inventory sale open now, without a per-user limit.
+    /// A sale for the production path (hash inventory), open now, without
+    /// a per-user limit.
     pub fn new(id: &str, stock: u64) -> Self {
         Self {
             id: id.to_owned(),
@@ -53,7 +69,7 @@ impl SaleSpec {
             per_user_limit: None,
             starts_at_ms: None,
             ends_at_ms: None,
-            inventory: Inventory::Counter,
+            inventory: Inventory::Hash,
             payment_timeout_secs: 900,
         }
     }
@@ -144,7 +160,7 @@ pub struct Sale {
 impl Sale {
     /// Builds a sale from its meta hash and its units left; `None` if the
     /// hash is empty (no such sale).
-    pub(crate) fn from_meta(meta: &HashMap<String, String>, remaining: i64) -> Option<Self> {
+    pub(crate) fn from_meta(meta: &HashMap<&str, String>, remaining: i64) -> Option<Self> {
         let num = |k: &str| meta.get(k).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
         let generation = num("gen");
         if generation == 0 {
@@ -162,10 +178,10 @@ impl Sale {
             per_user_limit: nonzero(num("limit")).map(|l| l as u32),
             starts_at_ms: nonzero(num("start")),
             ends_at_ms: nonzero(num("end")),
-            inventory: if meta.get("inventory").map(String::as_str) == Some("list") {
-                Inventory::List
-            } else {
-                Inventory::Counter
+            inventory: match meta.get("inventory").map(String::as_str) {
+                Some("list") => Inventory::List,
+                Some("counter") => Inventory::Counter,
+                _ => Inventory::Hash,
             },
             payment_timeout_secs: num("payment_timeout"),
             status: Status::Active,

@@ -43,7 +43,7 @@ pub struct Verdict {
     pub lost_orders: u64,
     /// Recorded orders no buyer was told about.
     pub phantom_orders: u64,
-    /// Events ever appended to the sale's stream (0 for the baselines, which
+    /// Order events in the sale's stream (0 for the baselines, which
     /// keep per-day records instead); otherwise one per acknowledged order
     /// plus one per settled (paid, cancelled, expired) order.
     pub stream_events: u64,
@@ -54,7 +54,7 @@ pub struct Verdict {
 pub async fn verify(engine: &Engine, id: &str, demand: &Demand) -> Result<Verdict> {
     let sale = engine.sale(id).await?;
     let ledger = engine.ledger(id).await?;
-    let stream_events = engine.stream_events_added(id).await?;
+    let stream_events = engine.stream_events(id).await?;
     let settled = engine
         .orders(id)
         .await?

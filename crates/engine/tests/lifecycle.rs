@@ -71,10 +71,10 @@ async fn pay_and_cancel_follow_the_state_machine() {
     // b's allowance came back too: b may buy again under a limit of 1.
     buy(&engine, "s", "b").await;
     // Stream: 3 purchases, 1 pay, 1 cancel (no events for the no-ops).
-    assert_eq!(engine.stream_len("s").await.unwrap(), 5);
+    assert_eq!(engine.stream_events("s").await.unwrap(), 5);
 
     assert!(matches!(
-        engine.pay("s-1-999").await,
+        engine.pay("s-1-999-0-0").await,
         Err(Error::OrderNotFound(_))
     ));
     assert!(matches!(
@@ -82,7 +82,7 @@ async fn pay_and_cancel_follow_the_state_machine() {
         Err(Error::Invalid { .. })
     ));
     assert!(matches!(
-        engine.pay("nosale-1-1").await,
+        engine.pay("nosale-1-1-0-0").await,
         Err(Error::OrderNotFound(_))
     ));
 }

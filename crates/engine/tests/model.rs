@@ -131,12 +131,26 @@ proptest! {
                 check(&expected, &answers).map_err(|e| format!("{strategy:?}: {e}")).unwrap();
                 let sale = engine.sale(&id).await.unwrap();
                 assert_eq!(sale.remaining, model.left, "{strategy:?}");
+                // Buyers' counts are kept only where a limit needs them.
                 let bought: HashMap<String, u64> =
                     engine.buyers(&id).await.unwrap().into_iter().filter(|(_, n)| *n > 0).collect();
-                assert_eq!(bought, model.bought, "{strategy:?}");
+                let counted = if limit.is_some() { model.bought.clone() } else { HashMap::new() };
+                assert_eq!(bought, counted, "{strategy:?}");
+                // Every order lives in the stream: read back, they are the model's.
+                let mut held: HashMap<String, u64> = HashMap::new();
+                for order in engine.orders(&id).await.unwrap() {
+                    *held.entry(order.user_id).or_default() += u64::from(order.quantity);
+                }
+                assert_eq!(held, model.bought, "{strategy:?}");
+                for answer in &answers {
+                    if let Outcome::Ok(order) = answer {
+                        let found = engine.order(&order.order_id).await.unwrap();
+                        assert_eq!(found.quantity, order.quantity, "{strategy:?}");
+                    }
+                }
                 let sold: u64 = model.bought.values().sum();
                 let orders = answers.iter().filter(|a| matches!(a, Outcome::Ok(_))).count();
-                assert_eq!(engine.stream_len(&id).await.unwrap(), orders as u64);
+                assert_eq!(engine.stream_events(&id).await.unwrap(), orders as u64);
                 assert_eq!(sale.sold, sold);
             }
         });

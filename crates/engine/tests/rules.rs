@@ -107,7 +107,7 @@ async fn a_repeated_request_id_returns_the_first_order_and_sells_once() {
             assert_eq!(a.order(), Some(&order), "{strategy:?}");
         }
         assert_eq!(engine.sale(&id).await.unwrap().remaining, 8);
-        assert_eq!(engine.stream_len(&id).await.unwrap(), 1);
+        assert_eq!(engine.stream_events(&id).await.unwrap(), 1);
         // A different request id buys again.
         let again = buy
             .purchase(&PurchaseRequest::new("bob").request_id("req-2"))
@@ -253,7 +253,13 @@ async fn bad_input_is_refused_with_the_field_named() {
     ] {
         assert_eq!(invalid(buy.purchase(&req).await), field);
     }
-    let lock = engine.purchaser(Strategy::Lock, "z").await.unwrap();
+    let counter = SaleSpec::new("c", 5).inventory(Strategy::Lock.inventory());
+    engine.create_sale(&counter).await.unwrap();
+    assert!(matches!(
+        engine.purchaser(Strategy::Lock, "z").await,
+        Err(Error::Unsupported { .. })
+    ));
+    let lock = engine.purchaser(Strategy::Lock, "c").await.unwrap();
     assert_eq!(
         invalid(lock.purchase(&PurchaseRequest::new("a").quantity(2)).await),
         "quantity"
@@ -303,5 +309,5 @@ async fn an_oversized_batch_setting_is_capped_and_every_purchase_lands() {
     assert_eq!(ok, 6_000, "{:?}", answers.iter().find(|a| a.is_err()));
     let sale = engine.sale("huge").await.unwrap();
     assert_eq!(sale.remaining, 0);
-    assert_eq!(engine.stream_len("huge").await.unwrap(), 6_000);
+    assert_eq!(engine.stream_events("huge").await.unwrap(), 6_000);
 }

@@ -4,8 +4,7 @@
 use std::collections::{HashMap, HashSet};
 
 use redis::AsyncCommands;
-use redis::streams::StreamRangeReply;
-use seckill_engine::{Engine, OrderInfo, OrderState, RestoredOrder, SaleSpec};
+use seckill_engine::{Engine, Event, OrderInfo, OrderState, RestoredOrder, SaleSpec, StreamEntry};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
@@ -44,8 +43,6 @@ pub enum Finding {
         units: u64,
         limit: u64,
     },
-    /// The same order id bought twice in the stream.
-    DuplicateOrder { order_id: String },
 }
 
 /// The result of auditing one sale.
@@ -84,7 +81,6 @@ pub async fn audit(engine: &Engine, store: &Store, redis_url: &str, id: &str) ->
         });
     };
     let mut conn = stream_connection(redis_url).await?;
-    let key = Engine::stream_key(id)?;
     let (backlog, backlog_orders) = backlog(&mut conn, id).await?;
 
     let redis_orders = engine.orders(id).await?;
@@ -141,7 +137,11 @@ pub async fn audit(engine: &Engine, store: &Store, redis_url: &str, id: &str) ->
     for o in redis_orders.iter().filter(|o| o.state.is_live()) {
         *held_by.entry(&o.user_id).or_default() += u64::from(o.quantity);
     }
-    let counted = engine.buyers(id).await?;
+    // Buyers' counts are kept only for sales with a limit.
+    let counted = match limit {
+        Some(_) => engine.buyers(id).await?,
+        None => HashMap::new(),
+    };
     let users: HashSet<&str> = held_by
         .keys()
         .copied()
@@ -149,8 +149,8 @@ pub async fn audit(engine: &Engine, store: &Store, redis_url: &str, id: &str) ->
         .collect();
     for user in users {
         let held = held_by.get(user).copied().unwrap_or(0);
-        let count = counted.get(user).copied().unwrap_or(0);
-        if held != count {
+        let count = counted.get(user).copied().unwrap_or(held);
+        if limit.is_some() && held != count {
             findings.push(Finding::BuyerCountMismatch {
                 user_id: user.to_owned(),
                 counted: count,
@@ -166,9 +166,6 @@ pub async fn audit(engine: &Engine, store: &Store, redis_url: &str, id: &str) ->
                 limit,
             });
         }
-    }
-    for order_id in duplicate_purchases(&mut conn, &key).await? {
-        findings.push(Finding::DuplicateOrder { order_id });
     }
     findings.sort_by_key(|f| format!("{f:?}"));
     Ok(Report {
@@ -260,48 +257,28 @@ async fn backlog(
     let mut orders = HashSet::new();
     if count > 0 {
         for entry in read_from(conn, key, &start).await? {
-            if let Some(order) = entry.get::<String>("order") {
-                orders.insert(order);
-            }
+            orders.extend(Event::decode(sale, &entry).into_iter().map(|e| e.order_id));
         }
     }
     Ok((count, orders))
-}
-
-async fn duplicate_purchases(
-    conn: &mut redis::aio::MultiplexedConnection,
-    key: &str,
-) -> Result<Vec<String>> {
-    let mut seen = HashSet::new();
-    let mut twice = Vec::new();
-    for entry in read_from(conn, key, "-").await? {
-        if entry.map.contains_key("type") {
-            continue;
-        }
-        if let Some(order) = entry.get::<String>("order")
-            && !seen.insert(order.clone())
-        {
-            twice.push(order);
-        }
-    }
-    Ok(twice)
 }
 
 async fn read_from(
     conn: &mut redis::aio::MultiplexedConnection,
     key: &str,
     start: &str,
-) -> Result<Vec<redis::streams::StreamId>> {
+) -> Result<Vec<StreamEntry>> {
     const PAGE: usize = 10_000;
     let mut all = Vec::new();
     let mut start = start.to_owned();
     loop {
-        let page: StreamRangeReply = conn.xrange_count(key, &start, "+", PAGE).await?;
-        let full = page.ids.len() == PAGE;
-        if let Some(last) = page.ids.last() {
+        let page: redis::Value = conn.xrange_count(key, &start, "+", PAGE).await?;
+        let page = StreamEntry::list(&page)?;
+        let full = page.len() == PAGE;
+        if let Some(last) = page.last() {
             start = format!("({}", last.id);
         }
-        all.extend(page.ids);
+        all.extend(page);
         if !full {
             return Ok(all);
         }

@@ -4,7 +4,6 @@
 //! Modules:
 //! - `store`: [`Store`], the SQL side (SQLite file or PostgreSQL URL, sqlx
 //!   migrations in `migrations/`), idempotent batched upserts.
-//! - `event`: [`Event`], an order event parsed from a stream entry.
 //! - `persister`: [`Persister`], the consumer-group reader that commits
 //!   before it acknowledges, reclaims abandoned entries and trims safely.
 //! - `sweeper`: [`sweep_forever`], expiry of unpaid orders in every sale.
@@ -22,14 +21,12 @@
 
 mod audit;
 mod error;
-mod event;
 mod persister;
 mod store;
 mod sweeper;
 
 pub use audit::{Finding, Report, audit, repair_from_sql};
 pub use error::{Error, Result};
-pub use event::Event;
 pub use persister::{GROUP, Persister, PersisterConfig, unpersisted};
 pub use store::{Store, StoredOrder, StoredSale};
 pub use sweeper::{sweep, sweep_forever};

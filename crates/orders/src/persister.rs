@@ -14,13 +14,9 @@ use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
 use redis::aio::{ConnectionLike, ConnectionManager};
-use redis::streams::{
-    StreamAutoClaimOptions, StreamAutoClaimReply, StreamReadOptions, StreamReadReply,
-};
-use seckill_engine::Engine;
+use seckill_engine::{Engine, Event, StreamEntry};
 
 use crate::error::Result;
-use crate::event::Event;
 use crate::store::Store;
 
 /// The consumer group every persister joins.
@@ -137,40 +133,43 @@ impl Persister {
             return Ok(persisted);
         }
         let (sales, keys): (Vec<&String>, Vec<&String>) = self.streams.iter().unzip();
-        let ids = vec![">"; keys.len()];
-        let options = StreamReadOptions::default()
-            .group(GROUP, &self.config.consumer)
-            .count(self.config.batch)
-            .block(self.config.block.as_millis() as usize);
-        let reply: Option<StreamReadReply> = self.conn.xread_options(&keys, &ids, &options).await?;
+        let reply: Option<Vec<(String, redis::Value)>> = redis::cmd("XREADGROUP")
+            .arg("GROUP")
+            .arg(GROUP)
+            .arg(&self.config.consumer)
+            .arg("COUNT")
+            .arg(self.config.batch)
+            .arg("BLOCK")
+            .arg(self.config.block.as_millis() as u64)
+            .arg("STREAMS")
+            .arg(&keys)
+            .arg(vec![">"; keys.len()])
+            .query_async(&mut self.conn)
+            .await?;
         let by_key: HashMap<&String, &String> =
             keys.iter().copied().zip(sales.iter().copied()).collect();
         let mut batch = Vec::new();
-        for stream in reply.map(|r| r.keys).unwrap_or_default() {
-            let Some(sale) = by_key.get(&stream.key) else {
+        for (key, entries) in reply.unwrap_or_default() {
+            let Some(sale) = by_key.get(&key) else {
                 continue;
             };
-            batch.push((stream.key.clone(), sale.to_string(), stream.ids));
+            batch.push((sale.to_string(), StreamEntry::list(&entries)?, key));
         }
-        for (key, sale, entries) in batch {
+        for (sale, entries, key) in batch {
             persisted += self.persist(&key, &sale, &entries).await?;
         }
         Ok(persisted)
     }
 
-    /// Commits `entries` of one stream to SQL, then acknowledges them.
-    async fn persist(
-        &mut self,
-        key: &str,
-        sale: &str,
-        entries: &[redis::streams::StreamId],
-    ) -> Result<usize> {
+    /// Commits the order events `entries` of one stream carry to SQL, then
+    /// acknowledges the entries, all in one XACK.
+    async fn persist(&mut self, key: &str, sale: &str, entries: &[StreamEntry]) -> Result<usize> {
         if entries.is_empty() {
             return Ok(0);
         }
         let events: Vec<Event> = entries
             .iter()
-            .filter_map(|e| Event::parse(sale, e))
+            .flat_map(|e| Event::decode(sale, e))
             .collect();
         self.store.apply(&events).await?;
         let ids: Vec<&str> = entries.iter().map(|e| e.id.as_str()).collect();
@@ -210,35 +209,39 @@ impl Persister {
     /// Takes over entries another consumer read but never acknowledged.
     async fn claim_abandoned(&mut self) -> Result<usize> {
         let mut persisted = 0;
-        let idle = self.config.claim_idle.as_millis() as usize;
+        let idle = self.config.claim_idle.as_millis() as u64;
         for (sale, key) in self.streams.clone() {
             let mut start = "0-0".to_owned();
             loop {
-                let options = StreamAutoClaimOptions::default().count(self.config.batch);
-                let reply: StreamAutoClaimReply = self
-                    .conn
-                    .xautoclaim_options(&key, GROUP, &self.config.consumer, idle, &start, options)
-                    .await?;
-                persisted += self.persist(&key, &sale, &reply.claimed).await?;
-                if reply.next_stream_id == "0-0" {
+                // Redis 7: [next start, claimed entries, deleted ids].
+                let (next, claimed, _deleted): (String, redis::Value, redis::Value) =
+                    redis::cmd("XAUTOCLAIM")
+                        .arg(&key)
+                        .arg(GROUP)
+                        .arg(&self.config.consumer)
+                        .arg(idle)
+                        .arg(&start)
+                        .arg("COUNT")
+                        .arg(self.config.batch)
+                        .query_async(&mut self.conn)
+                        .await?;
+                let claimed = StreamEntry::list(&claimed)?;
+                persisted += self.persist(&key, &sale, &claimed).await?;
+                if next == "0-0" {
                     break;
                 }
-                start = reply.next_stream_id;
+                start = next;
             }
         }
         Ok(persisted)
     }
 
-    /// Drops entries every consumer has acknowledged, and only those.
+    /// Drops entries every consumer has acknowledged, and only those; the
+    /// engine keeps those pending orders still live in.
     async fn trim(&mut self) -> Result<()> {
-        for key in self.streams.values() {
+        for (sale, key) in &self.streams {
             if let Some(floor) = acknowledged_floor(&mut self.conn, key).await? {
-                let _: i64 = redis::cmd("XTRIM")
-                    .arg(key)
-                    .arg("MINID")
-                    .arg(&floor)
-                    .query_async(&mut self.conn)
-                    .await?;
+                self.engine.trim_stream(sale, &floor).await?;
             }
         }
         Ok(())

@@ -3,12 +3,11 @@
 
 use std::time::Duration;
 
-use seckill_engine::{OrderState, Sale};
+use seckill_engine::{Event, OrderState, Sale};
 use sqlx::AnyPool;
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
 
 use crate::error::{Error, Result};
-use crate::event::Event;
 
 /// Several persisters may share one file: wait for the writer instead of
 /// failing, and let readers run beside it (WAL). A commit survives a process
@@ -142,7 +141,7 @@ impl Store {
                         .bind(e.quantity)
                         .bind(e.request_id.clone())
                         .bind(e.state.as_str())
-                        .bind(e.at_ms)
+                        .bind(e.created_ms)
                         .bind(e.at_ms);
                 }
                 query.execute(&mut *tx).await?;

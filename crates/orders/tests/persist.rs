@@ -235,8 +235,9 @@ async fn audit_finds_planted_mismatches() {
         .get_multiplexed_async_connection()
         .await
         .unwrap();
-    let () = redis::cmd("SET")
-        .arg("seckill:{sale:a}:stock")
+    let _: i64 = redis::cmd("HSET")
+        .arg("seckill:{sale:a}:sale")
+        .arg("left")
         .arg(99)
         .query_async(&mut conn)
         .await
@@ -324,13 +325,25 @@ async fn a_redis_that_lost_its_data_is_rebuilt_from_sql() {
 }
 
 #[tokio::test]
-async fn trimming_keeps_every_unacknowledged_entry() {
+async fn trimming_keeps_every_unacknowledged_entry_and_every_pending_order() {
     let rig = rig().await;
     rig.engine
-        .create_sale(&SaleSpec::new("t", 100))
+        .create_sale(&SaleSpec::new("t", 100).payment_timeout_secs(1))
         .await
         .unwrap();
     buy_all(&rig.engine, "t", 20).await;
+    drain(&rig, "t", "p").await;
+    // Persisted, but pending orders live in the stream: nothing is trimmed.
+    Persister::new(&rig.server.url(), rig.store.clone(), config("p1"))
+        .await
+        .unwrap()
+        .round()
+        .await
+        .unwrap();
+    assert_eq!(rig.engine.stream_events("t").await.unwrap(), 20);
+    // Once they expire, the sweep's cursor passes them and they may go.
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    assert_eq!(rig.engine.expire_due("t", 100).await.unwrap(), 20);
     drain(&rig, "t", "p").await;
     // A consumer reads 5 new entries and dies without acknowledging them.
     buy_all(&rig.engine, "t", 5).await;
@@ -351,8 +364,9 @@ async fn trimming_keeps_every_unacknowledged_entry() {
         .await
         .unwrap();
     buy_all(&rig.engine, "t", 3).await;
-    // One persister round trims: the 20 acknowledged entries go, the ghost's
-    // 5 and the 3 undelivered stay (the 3 are then persisted and acknowledged).
+    // One persister round trims: the 20 purchases go, the expiry entry (past
+    // the sweep's cursor), the ghost's 5 and the 3 undelivered stay (the 3
+    // are then persisted and acknowledged).
     let mut p = Persister::new(
         &rig.server.url(),
         rig.store.clone(),
@@ -371,8 +385,8 @@ async fn trimming_keeps_every_unacknowledged_entry() {
         .await
         .unwrap();
     assert_eq!(
-        len, 8,
-        "trimmed down to the unacknowledged entries and after"
+        len, 9,
+        "trimmed down to the sweep's cursor and the unacknowledged entries"
     );
     let pending: (u64,) = redis::cmd("XPENDING")
         .arg(key)
@@ -461,15 +475,16 @@ async fn a_sale_recreated_under_a_running_persister_keeps_being_persisted() {
 #[tokio::test]
 async fn a_purchase_arriving_after_its_settlement_still_fills_in_its_request_id() {
     let rig = rig().await;
-    let event = |state, at_ms, request_id: Option<&str>| seckill_orders::Event {
+    let event = |state, at_ms, request_id: Option<&str>| seckill_engine::Event {
         entry_id: "1-0".into(),
-        order_id: "late-1-1".into(),
+        order_id: "late-1-1000-0-0".into(),
         sale_id: "late".into(),
         generation: 1,
         user_id: "u".into(),
         quantity: 1,
         request_id: request_id.map(str::to_owned),
         state,
+        created_ms: 1_000,
         at_ms,
     };
     use seckill_engine::OrderState::{Paid, PendingPayment};
@@ -485,8 +500,9 @@ async fn a_purchase_arriving_after_its_settlement_still_fills_in_its_request_id(
         (
             row.state.as_str(),
             row.request_id.as_deref(),
-            row.created_ms
+            row.created_ms,
+            row.updated_ms
         ),
-        ("paid", Some("r-9"), 1_000)
+        ("paid", Some("r-9"), 1_000, 2_000)
     );
 }

@@ -270,7 +270,7 @@ async fn sales_purchases_and_orders_answer_as_documented() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     expect(
-        rig.http.get("/v1/orders/s1-1-999").await.unwrap(),
+        rig.http.get("/v1/orders/s1-1-999-0-0").await.unwrap(),
         404,
         "order_not_found",
     );

@@ -1,6 +1,7 @@
--- KEYS: meta, stock, tokens.
--- ARGV: id, name, stock, limit (0 = none), start ms (0 = none), end ms (0 = none),
---       inventory ("counter" | "list"), payment timeout s.
+-- Creates a sale.
+-- KEYS: 1 sale hash  2 counter (the seeds' stock key)  3 token list.
+-- ARGV: id, name, stock, limit (0 = none), start ms (0 = none), end ms
+--       (0 = none), inventory ('hash' | 'counter' | 'list'), payment timeout s.
 -- Returns the sale's generation (creation time in ms), or 0 if it exists.
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return 0
@@ -11,7 +12,9 @@ redis.call('HSET', KEYS[1], 'id', ARGV[1], 'name', ARGV[2], 'stock', ARGV[3], 'l
   'start', ARGV[5], 'end', ARGV[6], 'inventory', ARGV[7], 'payment_timeout', ARGV[8],
   'gen', string.format('%d', gen))
 local stock = tonumber(ARGV[3])
-if ARGV[7] == 'list' then
+if ARGV[7] == 'hash' then
+  redis.call('HSET', KEYS[1], 'left', ARGV[3])
+elseif ARGV[7] == 'list' then
   -- The list strategy's tokens, pushed in chunks to stay within unpack()'s limits.
   local chunk = {}
   for i = 1, 1000 do chunk[i] = '1' end

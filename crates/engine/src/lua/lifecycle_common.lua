@@ -1,27 +1,63 @@
--- Shared head of the order lifecycle scripts. KEYS, always in this order:
---   1 stock  2 users  3 orders (stream)  4 states  5 pending
--- An order's state value is "<state>|<user>|<qty>|<pay by ms>"; states:
--- pending_payment -> paid | cancelled | expired. Every change appends an
--- event {type, order, user, qty} to the stream so SQL follows.
+-- Shared head of the order lifecycle scripts.
+-- KEYS, always in this order: 1 sale hash  2 order stream  3 settled orders
+-- (hash "<ms>-<n>-<i>" -> "<state>|<user>|<qty>").
+-- An order "<sale>-<gen>-<ms>-<n>-<i>" is pair i of purchase entry <ms>-<n>
+-- (see purchase.lua). It is pending while it has no settled state; states:
+-- pending_payment -> paid | cancelled | expired. Every change appends one
+-- entry {<state> <gen>, then "<ref> <user>|<qty>" per order} to the stream so
+-- SQL follows.
 
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
-local function parse(value)
-  return string.match(value, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)$')
+-- The buyer and quantity of order `ref` from its purchase entry, or nil.
+local function purchase_of(gen, ref)
+  local entry, i = string.match(ref, '^(%d+%-%d+)%-(%d+)$')
+  if not entry then
+    return nil
+  end
+  local found = redis.call('XRANGE', KEYS[2], entry, entry)[1]
+  if not found or found[2][1] ~= 'b' or found[2][2] ~= gen then
+    return nil
+  end
+  local f = found[2]
+  local k = 3 + 2 * tonumber(i)
+  if not f[k] then
+    return nil
+  end
+  local qty = string.match(f[k + 1], '^(%d+)')
+  if qty == '0' then
+    return nil
+  end
+  return f[k], qty
 end
 
--- Moves a pending order to `state`; cancelled and expired orders give their
--- units back to the stock and to the buyer's allowance, and announce it.
-local function settle(sale, id, user, qty, pay_by, state)
-  redis.call('HSET', KEYS[4], id, state .. '|' .. user .. '|' .. qty .. '|' .. pay_by)
-  redis.call('ZREM', KEYS[5], id)
+-- Moves pending orders ({ref, user, qty} each) to `state`. Cancelled and
+-- expired orders give their units back to the stock and, where the sale has
+-- a limit, to the buyer's allowance, and say so on the restock channel.
+local function settle(sale, gen, limit, orders, state)
+  local states, event = {}, { state, gen }
+  local back, per_user = 0, {}
+  for _, o in ipairs(orders) do
+    local value = o[2] .. '|' .. o[3]
+    states[#states + 1] = o[1]
+    states[#states + 1] = state .. '|' .. value
+    event[#event + 1] = o[1]
+    event[#event + 1] = value
+    back = back + tonumber(o[3])
+    per_user[o[2]] = (per_user[o[2]] or 0) + tonumber(o[3])
+  end
+  redis.call('HSET', KEYS[3], unpack(states))
   if state ~= 'paid' then
-    redis.call('INCRBY', KEYS[1], qty)
-    redis.call('HINCRBY', KEYS[2], user, -tonumber(qty))
+    redis.call('HINCRBY', KEYS[1], 'left', back)
+    if limit > 0 then
+      for user, units in pairs(per_user) do
+        redis.call('HINCRBY', KEYS[1], 'u:' .. user, -units)
+      end
+    end
     redis.call('PUBLISH', 'seckill:restock', sale)
   end
-  redis.call('XADD', KEYS[3], '*', 'type', state, 'order', id, 'user', user, 'qty', qty)
+  redis.call('XADD', KEYS[2], '*', unpack(event))
 end

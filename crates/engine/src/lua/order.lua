@@ -1,16 +1,29 @@
--- ARGV: sale id, order id, 'pay' | 'cancel'.
+-- Pays or cancels one order.
+-- ARGV: sale id, generation, order ref "<ms>-<n>-<i>", 'pay' | 'cancel'.
 -- Returns the order's state afterwards, 'not_found', or 'refused|<state>'.
 -- Paying a paid order and cancelling a cancelled one change nothing. An
 -- order past its pay-by time expires here and now, whatever the sweeper did.
-local sale, id, op = ARGV[1], ARGV[2], ARGV[3]
-local value = redis.call('HGET', KEYS[4], id)
-if not value then
+local sale, gen, ref, op = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local m = redis.call('HMGET', KEYS[1], 'gen', 'payment_timeout', 'limit')
+if m[1] ~= gen then
   return 'not_found'
 end
-local state, user, qty, pay_by = parse(value)
-if state == 'pending_payment' and tonumber(pay_by) <= now_ms() then
-  settle(sale, id, user, qty, pay_by, 'expired')
-  state = 'expired'
+local limit = tonumber(m[3])
+local state, user, qty
+local value = redis.call('HGET', KEYS[3], ref)
+if value then
+  state, user, qty = string.match(value, '^([^|]*)|([^|]*)|([^|]*)$')
+else
+  user, qty = purchase_of(gen, ref)
+  if not user then
+    return 'not_found'
+  end
+  state = 'pending_payment'
+  local bought_at = tonumber(string.match(ref, '^(%d+)'))
+  if bought_at + tonumber(m[2]) * 1000 <= now_ms() then
+    settle(sale, gen, limit, { { ref, user, qty } }, 'expired')
+    state = 'expired'
+  end
 end
 local target = op == 'pay' and 'paid' or 'cancelled'
 if state == target then
@@ -19,5 +32,5 @@ end
 if state ~= 'pending_payment' then
   return 'refused|' .. state
 end
-settle(sale, id, user, qty, pay_by, target)
+settle(sale, gen, limit, { { ref, user, qty } }, target)
 return target

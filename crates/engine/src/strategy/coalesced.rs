@@ -12,14 +12,14 @@ use std::time::Duration;
 
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
-use super::{Ctx, parse_answer};
+use super::{Answer, Ctx, atomic, outcome};
 use crate::error::{Error, Result};
 use crate::order::{Outcome, PurchaseRequest};
 use crate::scripts::SCRIPTS;
 
-/// Largest batch: the script unpacks two values per purchase into one
-/// command, and Redis's Lua `unpack` stops at about 8,000 values.
-pub const MAX_BATCH: usize = 2_000;
+/// Largest batch: the script unpacks up to four values per purchase into
+/// one command, and Redis's Lua `unpack` stops at about 8,000 values.
+pub const MAX_BATCH: usize = 1_000;
 
 /// Batching bounds of a coalesced purchaser.
 #[derive(Clone, Copy, Debug)]
@@ -105,23 +105,52 @@ async fn gather(ctx: Ctx, config: CoalescerConfig, mut rx: mpsc::Receiver<Job>) 
 
 async fn send(ctx: &Ctx, batch: Vec<Job>) {
     let mut invocation = SCRIPTS.purchase_batch.prepare_invoke();
-    invocation.key(&ctx.keys.purchase()[..]);
+    invocation
+        .key(&ctx.keys.purchase()[..])
+        .arg(ctx.sale.generation);
+    for rule in atomic::rules(&ctx.sale) {
+        invocation.arg(rule);
+    }
     for (req, _) in &batch {
         invocation
             .arg(&req.user_id)
             .arg(req.quantity)
             .arg(req.request_id.as_deref().unwrap_or(""));
     }
-    let answers: redis::RedisResult<Vec<String>> =
+    let answers: redis::RedisResult<Vec<redis::Value>> =
         invocation.invoke_async(&mut ctx.conn.clone()).await;
     let failure = match answers {
-        Ok(answers) if answers.len() == batch.len() => {
-            for ((_, reply), answer) in batch.into_iter().zip(answers) {
-                let _ = reply.send(parse_answer(&ctx.keys.id, &answer));
+        Ok(answers) if answers.len() == batch.len() + 1 => {
+            let text = |v: &redis::Value| redis::from_redis_value_ref::<String>(v).ok();
+            let entry = text(&answers[0]).unwrap_or_default();
+            for ((req, reply), answer) in batch.into_iter().zip(&answers[1..]) {
+                let result = match answer {
+                    redis::Value::Int(index) => u32::try_from(*index)
+                        .map_err(|_| Error::Batch(format!("order number {index}")))
+                        .and_then(|index| {
+                            outcome(
+                                ctx,
+                                &req,
+                                Answer::Bought {
+                                    entry: &entry,
+                                    index,
+                                },
+                            )
+                        }),
+                    other => match text(other) {
+                        Some(t) => outcome(ctx, &req, Answer::Text(&t)),
+                        None => Err(Error::Batch(format!("unexpected answer {other:?}"))),
+                    },
+                };
+                let _ = reply.send(result);
             }
             return;
         }
-        Ok(answers) => format!("{} answers for {} purchases", answers.len(), batch.len()),
+        Ok(answers) => format!(
+            "{} answers for {} purchases",
+            answers.len().saturating_sub(1),
+            batch.len()
+        ),
         Err(e) => e.to_string(),
     };
     for (_, reply) in batch {

@@ -6,7 +6,7 @@
 //! process's clock, and record orders in the articles' per-day hashes; they
 //! do not remember request ids.
 
-mod atomic;
+pub(crate) mod atomic;
 mod coalesced;
 mod list;
 mod locked;
@@ -22,6 +22,7 @@ use serde::Serialize;
 pub use coalesced::CoalescerConfig;
 
 use crate::error::{Error, Result};
+use crate::event::OrderId;
 use crate::keys::SaleKeys;
 use crate::order::{Order, Outcome, PurchaseRequest};
 use crate::records;
@@ -90,7 +91,8 @@ impl Strategy {
     pub fn inventory(self) -> Inventory {
         match self {
             Self::List => Inventory::List,
-            _ => Inventory::Counter,
+            Self::Lock | Self::Watch | Self::Lua => Inventory::Counter,
+            Self::Atomic | Self::Coalesced => Inventory::Hash,
         }
     }
 }
@@ -207,6 +209,7 @@ impl Purchaser {
                 reason: match strategy.inventory() {
                     Inventory::List => "needs a sale created with list inventory",
                     Inventory::Counter => "needs a sale created with counter inventory",
+                    Inventory::Hash => "needs a sale created with hash inventory",
                 },
             });
         }
@@ -274,27 +277,56 @@ impl Purchaser {
     }
 }
 
-/// Parses one answer of the purchase scripts (see `purchase_common.lua`).
-pub(crate) fn parse_answer(sale: &str, answer: &str) -> Result<Outcome> {
-    let bad = || Error::Batch(format!("unexpected purchase script answer: {answer:?}"));
-    let order = |rest: &str| -> Result<Order> {
-        let (order_id, qty) = rest.rsplit_once('|').ok_or_else(bad)?;
-        Ok(Order {
-            order_id: order_id.to_owned(),
-            quantity: qty.parse().map_err(|_| bad())?,
+/// One answer of the purchase scripts (see `purchase.lua`).
+pub(crate) enum Answer<'a> {
+    /// Order `index` of stream entry `entry` was bought.
+    Bought { entry: &'a str, index: u32 },
+    /// Anything the scripts answer as text.
+    Text(&'a str),
+}
+
+/// Turns a purchase script's answer to `req` into its outcome.
+pub(crate) fn outcome(ctx: &Ctx, req: &PurchaseRequest, answer: Answer<'_>) -> Result<Outcome> {
+    let bad = |answer: &str| Error::Batch(format!("unexpected purchase script answer: {answer:?}"));
+    let order = |local: &str, quantity: u32| -> Option<Order> {
+        let id = OrderId::from_local(&ctx.keys.id, ctx.sale.generation, local)?;
+        Some(Order {
+            order_id: id.to_string(),
+            quantity,
         })
     };
-    Ok(match answer.split_once('|') {
-        Some(("ok", rest)) => Outcome::Ok(order(rest)?),
-        Some(("dup", rest)) => Outcome::Duplicate(order(rest)?),
-        Some(_) => return Err(bad()),
-        None => match answer {
-            "sold_out" => Outcome::SoldOut,
-            "limit" => Outcome::LimitExceeded,
-            "not_started" => Outcome::NotStarted,
-            "ended" => Outcome::Ended,
-            "no_sale" => return Err(Error::SaleNotFound(sale.to_owned())),
-            _ => return Err(bad()),
-        },
+    let text = match answer {
+        Answer::Bought { entry, index } => {
+            return order(&format!("{entry}-{index}"), req.quantity)
+                .map(Outcome::Ok)
+                .ok_or_else(|| bad(entry));
+        }
+        Answer::Text(text) => text,
+    };
+    if let Some((local, quantity)) = text.split_once('|') {
+        return quantity
+            .parse()
+            .ok()
+            .and_then(|q| order(local, q))
+            .map(Outcome::Duplicate)
+            .ok_or_else(|| bad(text));
+    }
+    if text.starts_with(|c: char| c.is_ascii_digit()) {
+        return outcome(
+            ctx,
+            req,
+            Answer::Bought {
+                entry: text,
+                index: 0,
+            },
+        );
+    }
+    Ok(match text {
+        "sold_out" => Outcome::SoldOut,
+        "limit" => Outcome::LimitExceeded,
+        "not_started" => Outcome::NotStarted,
+        "ended" => Outcome::Ended,
+        "no_sale" => return Err(Error::SaleNotFound(ctx.keys.id.clone())),
+        _ => return Err(bad(text)),
     })
 }

@@ -1,0 +1,315 @@
+//! Order ids and the order events a sale's stream carries: the one place
+//! that knows their formats, for the engine and for the persister.
+//!
+//! An entry of a sale's stream is one of:
+//! - a purchase: `b <generation>`, then one pair per order bought, in order:
+//!   `<user> <qty>` or `<user> <qty>|<request id>`. Order `i` of entry
+//!   `<ms>-<n>` has the id `<sale>-<generation>-<ms>-<n>-<i>`, and it is
+//!   bought at `<ms>`.
+//! - a change of state: `<paid|cancelled|expired> <generation>`, then one
+//!   pair per order: `<ms>-<n>-<i> <user>|<qty>`.
+//!
+//! Pairs are read in order and names repeat (a buyer may buy twice in one
+//! batch), so entries are read as lists, never as maps.
+
+use std::fmt;
+
+use redis::Value;
+
+use crate::error::{Error, Result};
+use crate::keys::check_id;
+use crate::lifecycle::OrderState;
+
+/// Longest order id this system makes, in bytes.
+const MAX_ORDER_ID_LEN: usize = 160;
+
+/// An order id: `<sale>-<generation>-<ms>-<n>-<i>`, order `i` of the
+/// purchase entry `<ms>-<n>` of one generation of a sale.
+///
+/// ```
+/// let id: seckill_engine::OrderId = "drop-1-1795392000000-1795392000123-0-4".parse().unwrap();
+/// assert_eq!(id.sale, "drop-1");
+/// assert_eq!(id.to_string(), "drop-1-1795392000000-1795392000123-0-4");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct OrderId {
+    pub sale: String,
+    pub generation: u64,
+    /// Time of the purchase entry, ms since the Unix epoch.
+    pub ms: u64,
+    /// Sequence of the entry within its millisecond.
+    pub seq: u64,
+    /// Place of the order within its entry.
+    pub index: u32,
+}
+
+impl OrderId {
+    /// The order's key within its sale: `<ms>-<n>-<i>`.
+    pub(crate) fn local(&self) -> String {
+        format!("{}-{}-{}", self.ms, self.seq, self.index)
+    }
+
+    /// Its purchase entry's id: `<ms>-<n>`.
+    pub(crate) fn entry(&self) -> String {
+        format!("{}-{}", self.ms, self.seq)
+    }
+
+    /// The order `local` (`<ms>-<n>-<i>`) of a sale generation.
+    pub(crate) fn from_local(sale: &str, generation: u64, local: &str) -> Option<Self> {
+        let mut parts = local.split('-');
+        let id = Self {
+            sale: sale.to_owned(),
+            generation,
+            ms: parts.next()?.parse().ok()?,
+            seq: parts.next()?.parse().ok()?,
+            index: parts.next()?.parse().ok()?,
+        };
+        parts.next().is_none().then_some(id)
+    }
+}
+
+impl fmt::Display for OrderId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}-{}-{}-{}-{}",
+            self.sale, self.generation, self.ms, self.seq, self.index
+        )
+    }
+}
+
+impl std::str::FromStr for OrderId {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        let invalid = || Error::Invalid {
+            field: "order_id",
+            reason: "not an order id of this system".to_owned(),
+        };
+        if s.len() > MAX_ORDER_ID_LEN {
+            return Err(invalid());
+        }
+        let mut parts = s.rsplitn(5, '-');
+        let mut number = || -> Result<u64> {
+            let part = parts.next().ok_or_else(invalid)?;
+            if part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(invalid());
+            }
+            part.parse().map_err(|_| invalid())
+        };
+        let index = u32::try_from(number()?).map_err(|_| invalid())?;
+        let seq = number()?;
+        let ms = number()?;
+        let generation = number()?;
+        let sale = parts.next().ok_or_else(invalid)?;
+        check_id("order_id", sale).map_err(|_| invalid())?;
+        Ok(Self {
+            sale: sale.to_owned(),
+            generation,
+            ms,
+            seq,
+            index,
+        })
+    }
+}
+
+/// One stream entry as Redis holds it: its id and its pairs, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamEntry {
+    pub id: String,
+    pub fields: Vec<(String, String)>,
+}
+
+impl StreamEntry {
+    /// The entries of an `XRANGE` reply, or of one stream of an
+    /// `XREADGROUP` or `XAUTOCLAIM` reply: `[[id, [name, value, …]], …]`.
+    /// A deleted entry (no pairs) comes back with none.
+    pub fn list(value: &Value) -> Result<Vec<Self>> {
+        let bad = || Error::Batch(format!("not a list of stream entries: {value:?}"));
+        let Value::Array(items) = value else {
+            return match value {
+                Value::Nil => Ok(Vec::new()),
+                _ => Err(bad()),
+            };
+        };
+        items
+            .iter()
+            .map(|item| {
+                let Value::Array(parts) = item else {
+                    return Err(bad());
+                };
+                let id = parts.first().ok_or_else(bad).and_then(|v| text(v, bad))?;
+                let fields = match parts.get(1) {
+                    Some(Value::Array(flat)) => flat
+                        .chunks(2)
+                        .map(|pair| match pair {
+                            [k, v] => Ok((text(k, bad)?, text(v, bad)?)),
+                            _ => Err(bad()),
+                        })
+                        .collect::<Result<_>>()?,
+                    _ => Vec::new(),
+                };
+                Ok(Self { id, fields })
+            })
+            .collect()
+    }
+
+    /// The entry's time (ms since the Unix epoch).
+    pub fn ms(&self) -> Option<u64> {
+        self.id.split('-').next()?.parse().ok()
+    }
+}
+
+fn text(value: &Value, bad: impl Fn() -> Error) -> Result<String> {
+    redis::from_redis_value_ref(value).map_err(|_| bad())
+}
+
+/// One order event, decoded from a stream entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    /// The entry that carried it (for XACK); an entry may carry many.
+    pub entry_id: String,
+    pub order_id: String,
+    pub sale_id: String,
+    pub generation: i64,
+    pub user_id: String,
+    pub quantity: i64,
+    /// Only purchases carry it.
+    pub request_id: Option<String>,
+    /// `PendingPayment` for a purchase; the new state for pay, cancel, expiry.
+    pub state: OrderState,
+    /// When the order was bought (ms since the Unix epoch).
+    pub created_ms: i64,
+    /// When this event happened.
+    pub at_ms: i64,
+}
+
+impl Event {
+    /// The order events entry `entry` of sale `sale_id`'s stream carries;
+    /// none for an entry that is not an order event.
+    ///
+    /// ```
+    /// use seckill_engine::{Event, OrderState, StreamEntry};
+    /// let entry = StreamEntry {
+    ///     id: "1795392000500-0".into(),
+    ///     fields: vec![("b".into(), "1795392000000".into()), ("alice".into(), "2|r-1".into())],
+    /// };
+    /// let events = Event::decode("drop", &entry);
+    /// assert_eq!(events[0].order_id, "drop-1795392000000-1795392000500-0-0");
+    /// assert_eq!(events[0].request_id.as_deref(), Some("r-1"));
+    /// assert_eq!(events[0].state, OrderState::PendingPayment);
+    /// ```
+    pub fn decode(sale_id: &str, entry: &StreamEntry) -> Vec<Self> {
+        let Some(((kind, generation), pairs)) = entry.fields.split_first() else {
+            return Vec::new();
+        };
+        let (Ok(generation), Some(at_ms)) = (generation.parse::<u64>(), entry.ms()) else {
+            return Vec::new();
+        };
+        let at_ms = at_ms as i64;
+        let event = |order: OrderId, user: &str, quantity: &str, request: Option<&str>, state| {
+            let quantity: i64 = quantity.parse().ok().filter(|q| *q > 0)?;
+            Some(Self {
+                entry_id: entry.id.clone(),
+                created_ms: order.ms as i64,
+                order_id: order.to_string(),
+                sale_id: sale_id.to_owned(),
+                generation: generation as i64,
+                user_id: user.to_owned(),
+                quantity,
+                request_id: request.map(str::to_owned),
+                state,
+                at_ms,
+            })
+        };
+        if kind == "b" {
+            let Some((ms, seq)) = entry.id.split_once('-') else {
+                return Vec::new();
+            };
+            let (Ok(ms), Ok(seq)) = (ms.parse(), seq.parse()) else {
+                return Vec::new();
+            };
+            return pairs
+                .iter()
+                .enumerate()
+                .filter_map(|(index, (user, value))| {
+                    let (quantity, request) = match value.split_once('|') {
+                        Some((q, r)) => (q, Some(r)),
+                        None => (value.as_str(), None),
+                    };
+                    let order = OrderId {
+                        sale: sale_id.to_owned(),
+                        generation,
+                        ms,
+                        seq,
+                        index: u32::try_from(index).ok()?,
+                    };
+                    event(order, user, quantity, request, OrderState::PendingPayment)
+                })
+                .collect();
+        }
+        let Some(state) = OrderState::parse(kind).filter(|s| *s != OrderState::PendingPayment)
+        else {
+            return Vec::new();
+        };
+        pairs
+            .iter()
+            .filter_map(|(local, value)| {
+                let order = OrderId::from_local(sale_id, generation, local)?;
+                let (user, quantity) = value.split_once('|')?;
+                event(order, user, quantity, None, state)
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn order_ids_round_trip_and_name_their_sale() {
+        let id: OrderId = "drop-1-17-1795392000000-3-12".parse().unwrap();
+        assert_eq!(id.sale, "drop-1");
+        assert_eq!(
+            (id.generation, id.ms, id.seq, id.index),
+            (17, 1795392000000, 3, 12)
+        );
+        assert_eq!(id.to_string(), "drop-1-17-1795392000000-3-12");
+        assert_eq!(id.local(), "1795392000000-3-12");
+        for bad in [
+            "a-1-2-3",
+            "a-b-1-2-3",
+            "-1-2-3-4",
+            "a-1-2-3-",
+            "x y-1-2-3-4",
+            "",
+        ] {
+            assert!(bad.parse::<OrderId>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_batch_entry_carries_one_event_per_order_even_for_the_same_buyer() {
+        let entry = StreamEntry {
+            id: "5-1".into(),
+            fields: [("b", "9"), ("al", "1"), ("al", "2|r")]
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .to_vec(),
+        };
+        let events = Event::decode("s", &entry);
+        let ids: Vec<&str> = events.iter().map(|e| e.order_id.as_str()).collect();
+        assert_eq!(ids, ["s-9-5-1-0", "s-9-5-1-1"]);
+        assert_eq!(events[1].quantity, 2);
+        let settled = StreamEntry {
+            id: "8-0".into(),
+            fields: [("expired", "9"), ("5-1-1", "al|2")]
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .to_vec(),
+        };
+        let events = Event::decode("s", &settled);
+        assert_eq!(events[0].order_id, "s-9-5-1-1");
+        assert_eq!(events[0].state, OrderState::Expired);
+        assert_eq!((events[0].created_ms, events[0].at_ms), (5, 8));
+    }
+}
