@@ -536,27 +536,17 @@ fn pending(order: &OrderId, event: &Event, timeout_ms: u64) -> OrderInfo {
     )
 }
 
-/// The order events of the sale's stream from entry `from` on (an
-/// `XRANGE` start: `-`, an id, or `(id` for after it), read in pages.
+/// The order events of the sale's stream from entry `from` on.
 async fn stream_events(
     conn: &mut ConnectionManager,
     keys: &SaleKeys,
     from: &str,
 ) -> Result<Vec<Event>> {
-    const PAGE: usize = 10_000;
-    let mut events = Vec::new();
-    let mut start = from.to_owned();
-    loop {
-        let page: redis::Value = conn.xrange_count(&keys.orders, &start, "+", PAGE).await?;
-        let entries = StreamEntry::list(&page)?;
-        for entry in &entries {
-            events.extend(Event::decode(&keys.id, entry));
-        }
-        match entries.last() {
-            Some(last) if entries.len() == PAGE => start = format!("({}", last.id),
-            _ => return Ok(events),
-        }
-    }
+    let entries = StreamEntry::read(conn, &keys.orders, from).await?;
+    Ok(entries
+        .iter()
+        .flat_map(|e| Event::decode(&keys.id, e))
+        .collect())
 }
 
 /// A stream entry id as numbers, for comparing.

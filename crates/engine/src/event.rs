@@ -154,6 +154,31 @@ impl StreamEntry {
             .collect()
     }
 
+    /// Every entry of stream `key` from `from` on (an `XRANGE` start: `-`,
+    /// an id, or `(id` for after it), read in pages.
+    pub async fn read(
+        conn: &mut (impl redis::aio::ConnectionLike + Send + Sync),
+        key: &str,
+        from: &str,
+    ) -> Result<Vec<Self>> {
+        use redis::AsyncCommands;
+        const PAGE: usize = 10_000;
+        let mut all = Vec::new();
+        let mut start = from.to_owned();
+        loop {
+            let page: Value = conn.xrange_count(key, &start, "+", PAGE).await?;
+            let page = Self::list(&page)?;
+            let full = page.len() == PAGE;
+            if let Some(last) = page.last() {
+                start = format!("({}", last.id);
+            }
+            all.extend(page);
+            if !full {
+                return Ok(all);
+            }
+        }
+    }
+
     /// The entry's time (ms since the Unix epoch).
     pub fn ms(&self) -> Option<u64> {
         self.id.split('-').next()?.parse().ok()

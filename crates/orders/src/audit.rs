@@ -3,7 +3,6 @@
 
 use std::collections::{HashMap, HashSet};
 
-use redis::AsyncCommands;
 use seckill_engine::{Engine, Event, OrderInfo, OrderState, RestoredOrder, SaleSpec, StreamEntry};
 use serde::Serialize;
 
@@ -256,31 +255,9 @@ async fn backlog(
     let count = unpersisted(conn, sale).await?;
     let mut orders = HashSet::new();
     if count > 0 {
-        for entry in read_from(conn, key, &start).await? {
+        for entry in StreamEntry::read(conn, key, &start).await? {
             orders.extend(Event::decode(sale, &entry).into_iter().map(|e| e.order_id));
         }
     }
     Ok((count, orders))
-}
-
-async fn read_from(
-    conn: &mut redis::aio::MultiplexedConnection,
-    key: &str,
-    start: &str,
-) -> Result<Vec<StreamEntry>> {
-    const PAGE: usize = 10_000;
-    let mut all = Vec::new();
-    let mut start = start.to_owned();
-    loop {
-        let page: redis::Value = conn.xrange_count(key, &start, "+", PAGE).await?;
-        let page = StreamEntry::list(&page)?;
-        let full = page.len() == PAGE;
-        if let Some(last) = page.last() {
-            start = format!("({}", last.id);
-        }
-        all.extend(page);
-        if !full {
-            return Ok(all);
-        }
-    }
 }

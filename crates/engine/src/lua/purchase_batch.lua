@@ -10,7 +10,11 @@
 --
 -- Cost: 3 redis.calls per batch whatever its size (one HMGET of every field
 -- the batch needs, one XADD carrying every order, one HSET), 4 with a
--- window. What remains per purchase is its hash fields and one stream pair.
+-- window. What remains per purchase is its hash fields and one stream pair:
+-- measured with callgrind on Redis 7.0.15, a batch of 64 purchases with
+-- request ids costs 25,000 instructions a purchase (atomic: 60,000), of
+-- which its three arguments are 3,700, its XADD pair 2,000, its HSET fields
+-- 2,000, and its HMGET field with the Lua strings around it the rest.
 -- The three arrays unpacked into commands hold at most 2 + 2 x purchases
 -- values, inside Lua's limit of ~8,000 for batches of up to 1,000.
 local gen, limit, start, stop = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -37,63 +41,69 @@ elseif start > 0 or stop > 0 then
     refusal = 'ended'
   end
 end
--- What each buyer holds and what each request id bought, as read.
-local bought, known = {}, {}
-local k = 3
-for i = 5, #ARGV, 3 do
-  if limit > 0 then
-    if bought[ARGV[i]] == nil then
-      bought[ARGV[i]] = tonumber(m[k] or '0')
-    end
-    k = k + 1
-  end
-  if ARGV[i + 2] ~= '' then
-    if m[k] and known[ARGV[i + 2]] == nil then
-      known[ARGV[i + 2]] = m[k]
-    end
-    k = k + 1
-  end
-end
 local left = tonumber(m[2] or '0')
+local bought, known = {}, {}
 local event = { 'b', gen }
 local sold = {}      -- order number -> quantity, of this batch's orders
 local twins = {}     -- answer index -> order number it repeats
+local fresh = {}     -- request ids this batch bought with
 local dirty = {}
-local n = 0
+local n, k = 0, 3
 for i = 5, #ARGV, 3 do
-  local user, qty, req = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2]
+  local user, req = ARGV[i], ARGV[i + 2]
+  -- What this buyer holds and what this request id bought, as read (the
+  -- first read of each counts; later purchases of the batch update them).
+  if limit > 0 then
+    if bought[user] == nil then
+      bought[user] = tonumber(m[k] or '0')
+    end
+    k = k + 1
+  end
+  local prior
+  if req ~= '' then
+    prior = known[req]
+    if prior == nil and m[k] then
+      prior = m[k]
+      known[req] = prior
+    end
+    k = k + 1
+  end
   local answer
   if refusal == 'no_sale' then
     answer = refusal
-  elseif req ~= '' and known[req] then
-    answer = known[req]
-    if type(answer) == 'number' then
+  elseif prior then
+    answer = prior
+    if type(prior) == 'number' then
       -- Bought earlier in this batch: answered once the entry id is known.
-      twins[#answers + 1] = answer
+      twins[#answers + 1] = prior
       answer = false
     end
   elseif refusal then
     answer = refusal
-  elseif limit > 0 and bought[user] + qty > limit then
-    answer = 'limit'
-  elseif left < qty then
-    answer = 'sold_out'
   else
-    left = left - qty
-    if limit > 0 then
-      bought[user] = bought[user] + qty
-      dirty[user] = true
-    end
-    event[#event + 1] = user
-    if req == '' then
-      event[#event + 1] = ARGV[i + 1]
+    local qty = tonumber(ARGV[i + 1])
+    if limit > 0 and bought[user] + qty > limit then
+      answer = 'limit'
+    elseif left < qty then
+      answer = 'sold_out'
     else
-      event[#event + 1] = ARGV[i + 1] .. '|' .. req
-      known[req] = n
+      left = left - qty
+      if limit > 0 then
+        bought[user] = bought[user] + qty
+        dirty[user] = true
+      end
+      event[#event + 1] = user
+      if req == '' then
+        event[#event + 1] = ARGV[i + 1]
+      else
+        event[#event + 1] = ARGV[i + 1] .. '|' .. req
+        known[req] = n
+        fresh[#fresh + 1] = req
+      end
+      sold[n] = ARGV[i + 1]
+      answer = n
+      n = n + 1
     end
-    sold[n] = ARGV[i + 1]
-    answer = n
-    n = n + 1
   end
   answers[#answers + 1] = answer
 end
@@ -110,11 +120,10 @@ for user in pairs(dirty) do
   writes[#writes + 1] = 'u:' .. user
   writes[#writes + 1] = bought[user]
 end
-for req, number in pairs(known) do
-  if type(number) == 'number' then
-    writes[#writes + 1] = 'r:' .. req
-    writes[#writes + 1] = entry .. '-' .. number .. '|' .. sold[number]
-  end
+for _, req in ipairs(fresh) do
+  local number = known[req]
+  writes[#writes + 1] = 'r:' .. req
+  writes[#writes + 1] = entry .. '-' .. number .. '|' .. sold[number]
 end
 redis.call('HSET', KEYS[1], unpack(writes))
 return answers
