@@ -45,9 +45,20 @@ pub struct Args {
 }
 
 /// Commands the service sends outside scripts that a load makes it send:
-/// the persister's stream reads, acknowledgements and trims, and the
-/// sweeper's list of sales. No script runs these, so none is counted twice.
-const SERVICE_PLAIN_COMMANDS: [&str; 5] = ["xreadgroup", "xack", "xautoclaim", "xtrim", "smembers"];
+/// the persister's stream reads, acknowledgements, trims and the checks
+/// before a trim (its group, its pending entries, the expiry cursor), and
+/// the sweeper's list of sales. No script a load runs sends these, so none
+/// is counted twice.
+const SERVICE_PLAIN_COMMANDS: [&str; 8] = [
+    "xreadgroup",
+    "xack",
+    "xautoclaim",
+    "xtrim",
+    "xinfo",
+    "xpending",
+    "hget",
+    "smembers",
+];
 
 #[derive(Serialize)]
 pub struct Report {

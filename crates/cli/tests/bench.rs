@@ -49,15 +49,16 @@ fn every_strategy_reports_a_clean_verified_run_as_json() {
         for zero in ["oversold", "undersold", "limit_violations"] {
             assert_eq!(row[zero], 0, "{zero}: {row}");
         }
-        for number in [
-            "seconds",
-            "purchases_per_s",
-            "attempts_per_s",
-            "p50_ms",
-            "p99_ms",
-        ] {
-            assert!(row[number].as_f64().unwrap() > 0.0, "{number}: {row}");
-        }
+        common::assert_positive(
+            row,
+            &[
+                "seconds",
+                "purchases_per_s",
+                "attempts_per_s",
+                "p50_ms",
+                "p99_ms",
+            ],
+        );
     }
 }
 
@@ -89,18 +90,11 @@ fn compare_runs_every_baseline_and_reports_redis_time() {
         .collect();
     let row = &lines[0];
     assert_eq!(row["strategy"], "atomic", "{row}");
-    let redis_us = row["redis_us_per_purchase"]
-        .as_f64()
-        .unwrap_or_else(|| panic!("no redis_us_per_purchase in {row}"));
-    assert!(redis_us > 0.0, "{row}");
+    common::assert_positive(row, &["redis_us_per_purchase"]);
     let baselines = &lines[1..];
     assert_eq!(baselines.len(), 4, "{baselines:?}");
     for b in baselines {
-        assert!(b["requests_per_s"].as_f64().is_some_and(|r| r > 0.0), "{b}");
-        assert!(
-            b["redis_us_per_call"].as_f64().is_some_and(|r| r > 0.0),
-            "{b}"
-        );
+        common::assert_positive(b, &["requests_per_s", "redis_us_per_call"]);
     }
 }
 

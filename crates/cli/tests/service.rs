@@ -125,18 +125,16 @@ fn serve_answers_load_then_stops_gracefully_on_sigterm() {
     assert_eq!(report["sold"], 500, "{report}");
     assert_eq!(report["oversold"], 0);
     assert_eq!(report["codes"]["ok"], 500, "{report}");
-    for field in [
-        "requests_per_s",
-        "p50_ms",
-        "p99_ms",
-        "max_ms",
-        "redis_us_per_request",
-    ] {
-        assert!(
-            report[field].as_f64().is_some_and(|v| v > 0.0),
-            "{field}: {report}"
-        );
-    }
+    common::assert_positive(
+        &report,
+        &[
+            "requests_per_s",
+            "p50_ms",
+            "p99_ms",
+            "max_ms",
+            "redis_us_per_request",
+        ],
+    );
 
     // SAFETY: a signal to our own child.
     unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) };

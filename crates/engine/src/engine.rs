@@ -7,7 +7,7 @@ use redis::AsyncCommands;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use crate::error::{Error, Result};
-use crate::event::{Event, OrderId, StreamEntry};
+use crate::event::{Event, OrderId, StreamEntry, entry_number, next_entry_id};
 use crate::keys::{SALES, SaleKeys};
 use crate::lifecycle::{OrderInfo, OrderState, transition};
 use crate::records::{self, LedgerEntry};
@@ -354,12 +354,9 @@ impl Engine {
         let sha = self.load(&SCRIPTS.purchase).await?;
         let mut command = vec!["EVALSHA".to_owned(), sha, "2".to_owned()];
         command.extend(keys.purchase().map(str::to_owned));
-        command.extend(atomic::arguments(
-            &sale,
-            "u__rand_int__",
-            1,
-            "r__rand_int__",
-        ));
+        atomic::SaleArgs::new(&sale).each("u__rand_int__", "1", "r__rand_int__", |arg| {
+            command.push(arg.to_owned());
+        });
         Ok(command)
     }
 
@@ -393,8 +390,8 @@ impl Engine {
         let Some(swept) = swept else {
             return Ok(());
         };
-        let keep_from = next_entry(&swept);
-        let floor = if entry_key(floor) < entry_key(&keep_from) {
+        let keep_from = next_entry_id(&swept);
+        let floor = if entry_number(floor) < entry_number(&keep_from) {
             floor.to_owned()
         } else {
             keep_from
@@ -547,19 +544,4 @@ async fn stream_events(
         .iter()
         .flat_map(|e| Event::decode(&keys.id, e))
         .collect())
-}
-
-/// A stream entry id as numbers, for comparing.
-fn entry_key(id: &str) -> (u64, u64) {
-    let (ms, seq) = id.split_once('-').unwrap_or((id, "0"));
-    (ms.parse().unwrap_or(0), seq.parse().unwrap_or(0))
-}
-
-/// The smallest stream entry id after `id`.
-fn next_entry(id: &str) -> String {
-    let (ms, seq) = entry_key(id);
-    match seq.checked_add(1) {
-        Some(seq) => format!("{ms}-{seq}"),
-        None => format!("{}-0", ms + 1),
-    }
 }

@@ -54,17 +54,22 @@ impl OrderId {
         format!("{}-{}", self.ms, self.seq)
     }
 
-    /// The order `local` (`<ms>-<n>-<i>`) of a sale generation.
-    pub(crate) fn from_local(sale: &str, generation: u64, local: &str) -> Option<Self> {
-        let mut parts = local.split('-');
-        let id = Self {
+    /// Order `index` of stream entry `entry` (`<ms>-<n>`) of a sale generation.
+    pub(crate) fn in_entry(sale: &str, generation: u64, entry: &str, index: u32) -> Option<Self> {
+        let (ms, seq) = entry.split_once('-')?;
+        Some(Self {
             sale: sale.to_owned(),
             generation,
-            ms: parts.next()?.parse().ok()?,
-            seq: parts.next()?.parse().ok()?,
-            index: parts.next()?.parse().ok()?,
-        };
-        parts.next().is_none().then_some(id)
+            ms: ms.parse().ok()?,
+            seq: seq.parse().ok()?,
+            index,
+        })
+    }
+
+    /// The order `local` (`<ms>-<n>-<i>`) of a sale generation.
+    pub(crate) fn from_local(sale: &str, generation: u64, local: &str) -> Option<Self> {
+        let (entry, index) = local.rsplit_once('-')?;
+        Self::in_entry(sale, generation, entry, index.parse().ok()?)
     }
 }
 
@@ -185,6 +190,22 @@ impl StreamEntry {
     }
 }
 
+/// The smallest stream entry id after `id` (`<ms>-<n>`): where a range that
+/// keeps nothing up to `id` starts.
+pub fn next_entry_id(id: &str) -> String {
+    let (ms, seq) = entry_number(id);
+    match seq.checked_add(1) {
+        Some(seq) => format!("{ms}-{seq}"),
+        None => format!("{}-0", ms.saturating_add(1)),
+    }
+}
+
+/// A stream entry id as numbers, for comparing.
+pub(crate) fn entry_number(id: &str) -> (u64, u64) {
+    let (ms, seq) = id.split_once('-').unwrap_or((id, "0"));
+    (ms.parse().unwrap_or(0), seq.parse().unwrap_or(0))
+}
+
 fn text(value: &Value, bad: impl Fn() -> Error) -> Result<String> {
     redis::from_redis_value_ref(value).map_err(|_| bad())
 }
@@ -192,8 +213,6 @@ fn text(value: &Value, bad: impl Fn() -> Error) -> Result<String> {
 /// One order event, decoded from a stream entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Event {
-    /// The entry that carried it (for XACK); an entry may carry many.
-    pub entry_id: String,
     pub order_id: String,
     pub sale_id: String,
     pub generation: i64,
@@ -235,7 +254,6 @@ impl Event {
         let event = |order: OrderId, user: &str, quantity: &str, request: Option<&str>, state| {
             let quantity: i64 = quantity.parse().ok().filter(|q| *q > 0)?;
             Some(Self {
-                entry_id: entry.id.clone(),
                 created_ms: order.ms as i64,
                 order_id: order.to_string(),
                 sale_id: sale_id.to_owned(),
@@ -248,12 +266,6 @@ impl Event {
             })
         };
         if kind == "b" {
-            let Some((ms, seq)) = entry.id.split_once('-') else {
-                return Vec::new();
-            };
-            let (Ok(ms), Ok(seq)) = (ms.parse(), seq.parse()) else {
-                return Vec::new();
-            };
             return pairs
                 .iter()
                 .enumerate()
@@ -262,13 +274,8 @@ impl Event {
                         Some((q, r)) => (q, Some(r)),
                         None => (value.as_str(), None),
                     };
-                    let order = OrderId {
-                        sale: sale_id.to_owned(),
-                        generation,
-                        ms,
-                        seq,
-                        index: u32::try_from(index).ok()?,
-                    };
+                    let index = u32::try_from(index).ok()?;
+                    let order = OrderId::in_entry(sale_id, generation, &entry.id, index)?;
                     event(order, user, quantity, request, OrderState::PendingPayment)
                 })
                 .collect();

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
 use redis::aio::{ConnectionLike, ConnectionManager};
-use seckill_engine::{Engine, Event, StreamEntry};
+use seckill_engine::{Engine, Event, StreamEntry, next_entry_id};
 
 use crate::error::Result;
 use crate::store::Store;
@@ -302,7 +302,7 @@ pub(crate) async fn acknowledged_floor(
     let pending: redis::streams::StreamPendingReply = conn.xpending(key, GROUP).await?;
     let floor = match pending {
         redis::streams::StreamPendingReply::Data(data) => data.start_id,
-        _ => next_id(&group.last_delivered_id),
+        _ => next_entry_id(&group.last_delivered_id),
     };
     Ok(Some(floor))
 }
@@ -349,15 +349,4 @@ pub(crate) async fn group_info(
         }));
     }
     Ok(None)
-}
-
-/// The smallest stream id greater than `id`.
-fn next_id(id: &str) -> String {
-    match id.split_once('-') {
-        Some((ms, seq)) => match seq.parse::<u64>() {
-            Ok(seq) => format!("{ms}-{}", seq + 1),
-            Err(_) => id.to_owned(),
-        },
-        None => id.to_owned(),
-    }
 }

@@ -476,7 +476,6 @@ async fn a_sale_recreated_under_a_running_persister_keeps_being_persisted() {
 async fn a_purchase_arriving_after_its_settlement_still_fills_in_its_request_id() {
     let rig = rig().await;
     let event = |state, at_ms, request_id: Option<&str>| seckill_engine::Event {
-        entry_id: "1-0".into(),
         order_id: "late-1-1000-0-0".into(),
         sale_id: "late".into(),
         generation: 1,

@@ -23,3 +23,13 @@ pub fn assert_refused(calls: &[&[&str]]) {
         );
     }
 }
+
+/// Every one of `fields` of the JSON `report` must be a number above zero.
+pub fn assert_positive(report: &serde_json::Value, fields: &[&str]) {
+    for field in fields {
+        assert!(
+            report[*field].as_f64().is_some_and(|v| v > 0.0),
+            "{field}: {report}"
+        );
+    }
+}

@@ -8,29 +8,29 @@
 -- with this request id, or 'sold_out' | 'limit' | 'not_started' | 'ended' |
 -- 'no_sale' (no sale of this generation).
 --
--- Cost, Redis 7.0.15 (instructions from callgrind, the steadiest measure on
--- a noisy machine; ~7,000 instructions per µs here): a purchase is 3
--- redis.calls (HMGET, XADD, HSET), 4 with a window (TIME); a refusal is 1.
--- What each choice saved, measured the same way:
--- - each redis.call costs ~3,900 instructions beyond its command, so
---   what a purchase reads is in one hash read by one HMGET, and what it
---   writes goes back in one HSET: the old layout (8 keys, 11-12 calls)
---   cost 27-33 µs a purchase, this one ~8 (60,000 instructions; EVALSHA of
---   `return 1` with the same arguments is 22,000);
--- - no sequence counter: the order id is the stream entry id, and a pending
---   order is nothing but its purchase entry, so nothing else is stored per
---   order until it is paid, cancelled or expired (-14,000);
--- - limit and window come as arguments, and only for sales that have them:
---   they never change within a generation, which is checked, and every
---   argument costs ~800 instructions (-1,500 against always sending them);
--- - a buyer's count is kept only when the sale has a limit: a new hash
---   field costs ~4,000 (-7,500 for a sale without a limit);
+-- Cost: 3 redis.calls for a purchase (HMGET, XADD, HSET), 4 for a sale
+-- with a window (TIME); 1 for a refusal. Measured in instructions per call
+-- with callgrind, which machine load does not move (`scripts/lua-cost.sh`,
+-- Redis 7.0.15, every call a new buyer and request id):
+--   this script, no limit ~60,000; limit 1 ~73,000; the layout before it
+--   (8 keys, 11-12 calls, commit 1ead010) ~192,000; EVALSHA of `return 1`
+--   with the same arguments ~19,000, the floor of any script here.
+-- What the choices are worth, measured the same way while building it:
+-- - each redis.call costs ~3,900 beyond its command, so what a purchase
+--   reads is in one hash read by one HMGET, and what it writes goes back in
+--   one HSET;
+-- - no sequence counter and no per-order state at purchase: the order id
+--   is the stream entry id, and a pending order is its purchase entry;
+-- - limit and window come as arguments, and only for sales that have them
+--   (they never change within a generation, which is checked); each
+--   argument costs ~800;
+-- - a buyer's count is kept only when the sale has a limit: with the
+--   previous point, -14,000 for a sale without rules;
 -- - TIME only for a sale with a window: the pay-by time is the entry id's
 --   time plus the payment timeout;
--- - tonumber (~1,300 each) and string concatenation (~1,500 each) only
---   where the value is needed;
--- - EVALSHA, not FCALL: a Redis Function saved ~3,400 instructions but
---   would need loading on every server and node; not worth it here.
+-- - tonumber (~1,300) and string concatenation (~1,500) only where needed;
+-- - EVALSHA, not FCALL: a Redis Function saved ~3,400 but would have to be
+--   loaded on every server and node.
 local gen, user, req = ARGV[1], ARGV[2], ARGV[4]
 local qty = tonumber(ARGV[3])
 local limit = 0

@@ -11,11 +11,11 @@
 -- Cost: 3 redis.calls per batch whatever its size (one HMGET of every field
 -- the batch needs, one XADD carrying every order, one HSET), 4 with a
 -- window. What remains per purchase is its hash fields and one stream pair:
--- measured with callgrind on Redis 7.0.15, a batch of 64 purchases with
--- request ids costs 25,000 instructions a purchase (atomic: 60,000), of
--- which its three arguments are 3,700, its XADD pair 2,000, its HSET fields
--- 2,000, and its HMGET field with the Lua strings around it the rest.
--- The three arrays unpacked into commands hold at most 2 + 2 x purchases
+-- a batch of 64 purchases with request ids costs ~25,000 instructions a
+-- purchase (`scripts/lua-cost.sh`), of which its three arguments are
+-- ~3,700, its XADD pair ~2,000 and its HSET fields ~2,000; its HMGET field
+-- and the Lua strings around it are the rest.
+-- The three arrays unpacked into commands hold at most 2 + 4 x purchases
 -- values, inside Lua's limit of ~8,000 for batches of up to 1,000.
 local gen, limit, start, stop = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local fields = { 'gen', 'left' }

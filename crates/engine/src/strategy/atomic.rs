@@ -8,38 +8,62 @@ use crate::scripts::SCRIPTS;
 
 pub(crate) struct Atomic {
     ctx: Ctx,
+    args: SaleArgs,
 }
 
 impl Atomic {
     pub fn new(ctx: Ctx) -> Self {
-        Self { ctx }
+        let args = SaleArgs::new(&ctx.sale);
+        Self { ctx, args }
     }
 
     pub async fn purchase(&self, req: &PurchaseRequest) -> Result<Outcome> {
         let mut invocation = SCRIPTS.purchase.prepare_invoke();
         invocation.key(&self.ctx.keys.purchase()[..]);
         let request = req.request_id.as_deref().unwrap_or("");
-        for arg in arguments(&self.ctx.sale, &req.user_id, req.quantity, request) {
-            invocation.arg(arg);
-        }
+        self.args
+            .each(&req.user_id, &req.quantity.to_string(), request, |arg| {
+                invocation.arg(arg);
+            });
         let answer: String = invocation.invoke_async(&mut self.ctx.conn.clone()).await?;
         outcome(&self.ctx, req, Answer::Text(&answer))
     }
 }
 
-/// `purchase.lua`'s arguments: the sale's rules go only with a sale that
-/// has a limit or a window (each argument costs Redis time).
-pub(crate) fn arguments(sale: &Sale, user: &str, quantity: u32, request: &str) -> Vec<String> {
-    let mut args = vec![
-        sale.generation.to_string(),
-        user.to_owned(),
-        quantity.to_string(),
-        request.to_owned(),
-    ];
-    if sale.per_user_limit.is_some() || sale.starts_at_ms.is_some() || sale.ends_at_ms.is_some() {
-        args.extend(rules(sale));
+/// What `purchase.lua` takes of the sale itself, made once per purchaser:
+/// its generation, and its rules only where it has any (each argument
+/// costs Redis time).
+pub(crate) struct SaleArgs {
+    generation: String,
+    rules: Option<[String; 3]>,
+}
+
+impl SaleArgs {
+    pub fn new(sale: &Sale) -> Self {
+        let ruled = sale.per_user_limit.is_some()
+            || sale.starts_at_ms.is_some()
+            || sale.ends_at_ms.is_some();
+        Self {
+            generation: sale.generation.to_string(),
+            rules: ruled.then(|| rules(sale)),
+        }
     }
-    args
+
+    /// Calls `arg` with each of the script's arguments for one purchase, in order.
+    pub fn each<'a>(
+        &'a self,
+        user: &'a str,
+        quantity: &'a str,
+        request: &'a str,
+        mut arg: impl FnMut(&'a str),
+    ) {
+        for a in [self.generation.as_str(), user, quantity, request] {
+            arg(a);
+        }
+        for a in self.rules.iter().flatten() {
+            arg(a);
+        }
+    }
 }
 
 /// Limit, start and end, 0 for none, as the purchase scripts take them.

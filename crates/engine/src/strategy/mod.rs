@@ -288,28 +288,25 @@ pub(crate) enum Answer<'a> {
 /// Turns a purchase script's answer to `req` into its outcome.
 pub(crate) fn outcome(ctx: &Ctx, req: &PurchaseRequest, answer: Answer<'_>) -> Result<Outcome> {
     let bad = |answer: &str| Error::Batch(format!("unexpected purchase script answer: {answer:?}"));
-    let order = |local: &str, quantity: u32| -> Option<Order> {
-        let id = OrderId::from_local(&ctx.keys.id, ctx.sale.generation, local)?;
-        Some(Order {
-            order_id: id.to_string(),
-            quantity,
-        })
+    let (sale, generation) = (&ctx.keys.id, ctx.sale.generation);
+    let order = |id: OrderId, quantity: u32| Order {
+        order_id: id.to_string(),
+        quantity,
     };
     let text = match answer {
         Answer::Bought { entry, index } => {
-            return order(&format!("{entry}-{index}"), req.quantity)
-                .map(Outcome::Ok)
+            return OrderId::in_entry(sale, generation, entry, index)
+                .map(|id| Outcome::Ok(order(id, req.quantity)))
                 .ok_or_else(|| bad(entry));
         }
         Answer::Text(text) => text,
     };
     if let Some((local, quantity)) = text.split_once('|') {
-        return quantity
-            .parse()
-            .ok()
-            .and_then(|q| order(local, q))
-            .map(Outcome::Duplicate)
-            .ok_or_else(|| bad(text));
+        let id = OrderId::from_local(sale, generation, local);
+        return match (id, quantity.parse()) {
+            (Some(id), Ok(quantity)) => Ok(Outcome::Duplicate(order(id, quantity))),
+            _ => Err(bad(text)),
+        };
     }
     if text.starts_with(|c: char| c.is_ascii_digit()) {
         return outcome(

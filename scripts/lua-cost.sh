@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Instructions per call of the purchase scripts, counted by callgrind on a
+# private redis-server: unlike µs, machine load does not move them. Prints
+# one line per script as `name instructions`. Needs valgrind, redis-server
+# and redis-benchmark; about a minute.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${N:-10000}
+LUA=crates/engine/src/lua
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+
+# cost NAME SCRIPT CALLS ARGS...: instructions of CALLS EVALSHA calls of
+# SCRIPT, each with a new buyer and request id, after as many to warm up.
+cost() {
+  local name=$1 script=$2 calls=$3
+  shift 3
+  local port
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  valgrind --tool=callgrind --callgrind-out-file="$WORK/out.$port" \
+    redis-server --port "$port" --save '' --appendonly no >/dev/null 2>&1 &
+  local pid=$!
+  for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.2; done
+  local r="redis-cli -p $port"
+  $r HSET 'seckill:{sale:b}:sale' gen 123 left 1000000000 >/dev/null
+  $r SET 'seckill:{sale:b}:stock' 1000000000 >/dev/null
+  local sha
+  sha=$($r SCRIPT LOAD "$(cat "$script")")
+  redis-benchmark -p "$port" -c 20 -P 16 -n "$calls" -r 100000000 -q EVALSHA "$sha" "$@" >/dev/null
+  callgrind_control -z "$pid" >/dev/null 2>&1
+  redis-benchmark -p "$port" -c 20 -P 16 -n "$calls" -r 100000000 -q EVALSHA "$sha" "$@" >/dev/null
+  callgrind_control -d "$pid" >/dev/null 2>&1
+  $r shutdown nosave >/dev/null 2>&1 || true
+  wait "$pid" 2>/dev/null || true
+  local total
+  total=$(cat "$WORK"/out."$port".* | awk '/^(summary|totals):/ {print $2}' | sort -n | tail -1)
+  echo "$name $((total / calls))"
+  rm -f "$WORK"/out."$port"*
+}
+
+KEYS=(2 'seckill:{sale:b}:sale' 'seckill:{sale:b}:orders')
+echo 'return 1' >"$WORK/one.lua"
+cost return_1_same_arguments "$WORK/one.lua" "$N" "${KEYS[@]}" 123 u__rand_int__ 1 r__rand_int__
+cost seed_check_decr "$LUA/seed_decr.lua" "$N" 1 'seckill:{sale:b}:stock'
+cost purchase_no_limit "$LUA/purchase.lua" "$N" "${KEYS[@]}" 123 u__rand_int__ 1 r__rand_int__
+cost purchase_limit_1 "$LUA/purchase.lua" "$N" "${KEYS[@]}" 123 u__rand_int__ 1 r__rand_int__ 1 0 0
+batch=("${KEYS[@]}" 123 0 0 0)
+for _ in $(seq 64); do batch+=(u__rand_int__ 1 r__rand_int__); done
+per_batch=$(cost batch_64 "$LUA/purchase_batch.lua" $((N / 20)) "${batch[@]}" | awk '{print $2}')
+echo "batch_64_per_purchase $((per_batch / 64))"
