@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Regenerates docs/benchmarks.md: runs every benchmark the page shows, in
+# one go, on this machine, and writes the page from their JSON output
+# (scripts/bench_doc.py). About ten minutes. Needs redis-server, curl,
+# python3; PostgreSQL on 127.0.0.1:5432 and valgrind are used when present.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/deps.sh
+cargo build --release -q -p seckill
+S=./target/release/seckill
+OUT=$(mktemp -d)
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  rm -rf "$OUT"
+}
+trap cleanup EXIT
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+step() { echo "== $*" >&2; }
+
+step "lock-bench"
+for m in hot spread; do for w in counter empty; do
+  $S lock-bench --mode $m --work $w --clients 32 --duration 10 --compare --json >>"$OUT/lock.jsonl"
+done; done
+
+step "bench: all strategies"
+$S bench --strategy all --stock 1000 --buyers 10000 --concurrency 256 --per-user-limit 1 --compare --json >"$OUT/all.jsonl"
+
+step "bench: production path"
+for s in atomic coalesced; do
+  $S bench --strategy $s --stock 300000 --buyers 300000 --concurrency 256 --compare --json >"$OUT/prod-$s.jsonl"
+done
+
+step "bench: persister"
+for s in atomic coalesced; do
+  rm -f /tmp/bench.db*
+  $S bench --strategy $s --stock 200000 --buyers 200000 --persist-to /tmp/bench.db --json >"$OUT/persist-sqlite-$s.jsonl"
+done
+rm -f /tmp/bench.db*
+PG=postgres://postgres@127.0.0.1:5432/seckill_bench
+if psql postgres://postgres@127.0.0.1:5432/postgres -q -c "DROP DATABASE IF EXISTS seckill_bench" \
+  -c "CREATE DATABASE seckill_bench" >/dev/null 2>&1; then
+  for s in atomic coalesced; do
+    $S bench --strategy $s --stock 200000 --buyers 200000 --persist-to $PG --json >"$OUT/persist-postgres-$s.jsonl"
+  done
+fi
+
+if command -v valgrind >/dev/null; then
+  step "instructions per purchase (callgrind)"
+  bash scripts/lua-cost.sh >"$OUT/lua-cost.txt"
+fi
+
+step "HTTP: serve under load"
+RPORT=$(free_port)
+redis-server --port "$RPORT" --save '' --appendonly no --daemonize no --logfile "$OUT/redis.log" &
+PIDS+=($!)
+for _ in $(seq 50); do redis-cli -p "$RPORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+REDIS=redis://127.0.0.1:$RPORT/
+TICK=$(getconf CLK_TCK)
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+# http NAME STOCK SERVE-FLAGS LOAD-FLAGS: a fresh `serve`, a sale of STOCK
+# units (limit 5 per user), 200,000 purchases through `seckill load`; writes
+# the load's JSON and the service's CPU µs per request.
+http() {
+  local name=$1 stock=$2 flags=$3 load_flags=$4 web pid
+  web=$(free_port)
+  # shellcheck disable=SC2086
+  $S serve --listen 127.0.0.1:$web --redis-url $REDIS --database-url "$OUT/svc-$name.db" \
+    --admin-token tok --rate-per-user 0 $flags >"$OUT/serve-$name.log" 2>&1 &
+  pid=$!
+  PIDS+=($pid)
+  for _ in $(seq 100); do curl -sf http://127.0.0.1:$web/healthz >/dev/null && break; sleep 0.1; done
+  curl -sf -XPOST -H 'Authorization: Bearer tok' -H 'content-type: application/json' \
+    -d "{\"id\":\"$name\",\"name\":\"$name\",\"stock\":$stock,\"per_user_limit\":5}" \
+    http://127.0.0.1:$web/v1/sales >/dev/null
+  local before after
+  before=$(cpu_ticks $pid)
+  # shellcheck disable=SC2086
+  $S load --url http://127.0.0.1:$web --sale "$name" --buyers 200000 --concurrency 256 \
+    $load_flags --redis-url $REDIS --json >"$OUT/http-$name.json"
+  after=$(cpu_ticks $pid)
+  echo $(( (after - before) * 1000000 / TICK / 200000 )) >"$OUT/http-$name.cpu"
+  kill -TERM $pid
+  wait $pid || true
+}
+http stock 1000000 "" --request-ids
+http nobg 1000000 --no-background --request-ids
+http soldout 1000 "" ""
+
+step "writing docs/benchmarks.md"
+python3 scripts/bench_doc.py "$OUT" "$(date -u +%Y-%m-%d)" >docs/benchmarks.md
+echo "docs/benchmarks.md regenerated" >&2
