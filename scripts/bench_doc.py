@@ -182,6 +182,23 @@ p("\n`atomic` is one script call per purchase; `coalesced` sends the purchases t
   "batch, so it passes the rate of `redis-benchmark` pipelining the single-purchase "
   "script.\n")
 
+p("### Refusals\n")
+p("`--compare` also runs the purchase script where every call is refused, 50 clients "
+  "at `-P 16`, on sales set up for it: sold out, the buyer over a limit of 1, and the "
+  "request id of an earlier purchase (answered with that order). From the `atomic` run "
+  "above:\n")
+strategies, bases = split(lines("prod-atomic.jsonl"))
+seed = baseline(bases, "seed", 16)
+rows = []
+for b in bases:
+    if "refusing" in b["baseline"] or "repeated" in b["baseline"]:
+        rows.append([b["baseline"].replace("redis-benchmark purchase script ", ""),
+                     num(b["requests_per_s"]), num(b["redis_us_per_call"], 2),
+                     num(seed and b["redis_us_per_call"] / seed["redis_us_per_call"], 2)])
+p(table(["purchase script", "requests/s", "redis µs per call",
+         "ratio to same-run check+DECR ×"], rows))
+p("")
+
 cost = {}
 if os.path.exists(os.path.join(OUT, "lua-cost.txt")):
     with open(os.path.join(OUT, "lua-cost.txt")) as f:
@@ -197,6 +214,9 @@ if cost:
         "seed_check_decr": "the source articles' check+DECR",
         "purchase_no_limit": "`atomic` purchase, no per-user limit",
         "purchase_limit_1": "`atomic` purchase, limit 1",
+        "refusal_sold_out": "`atomic` refusal: sold out",
+        "refusal_over_limit": "`atomic` refusal: over a limit of 1",
+        "repeated_request_id": "`atomic` answer to a repeated request id",
         "batch_64_per_purchase": "`coalesced`, batch of 64, per purchase",
     }
     p(table(["script", "instructions"], [[names.get(k, k), num(int(v))] for k, v in cost.items()
@@ -209,7 +229,13 @@ p("## Orders: persister keeping up (`seckill bench --persist-to`)\n")
 p("`--persist-to DB` runs the order persister during the race (its own thread and "
   "runtime, as a separate `seckill persist` would) and reports how long its backlog "
   "takes to drain after the last buyer is answered; the run fails unless every "
-  "acknowledged order is in SQL. PostgreSQL runs on the same machine.\n")
+  "acknowledged order is in SQL. Per persisted order it reports the CPU time of the "
+  "persister's threads (its runtime's and SQLite's connection workers, from `/proc`; "
+  "PostgreSQL's own server CPU is not in it) and the Redis time of the persister's "
+  "commands (`INFO commandstats`; it reads through a script, whose `XREADGROUP` is "
+  "counted under its own name, while the script call around it, once per batch of up "
+  "to 2,000 entries, is counted with the purchases' script calls). PostgreSQL runs on "
+  "the same machine.\n")
 p("```sh\nseckill bench --strategy atomic    --stock 200000 --buyers 200000 --persist-to /tmp/bench.db --json\n"
   "seckill bench --strategy coalesced --stock 200000 --buyers 200000 --persist-to /tmp/bench.db --json\n"
   "seckill bench --strategy atomic    --stock 200000 --buyers 200000 --persist-to postgres://postgres@127.0.0.1:5432/seckill_bench --json\n"
@@ -219,13 +245,16 @@ for db, label in [("sqlite", "SQLite"), ("postgres", "PostgreSQL")]:
     for s in ["atomic", "coalesced"]:
         got = split(lines(f"persist-{db}-{s}.jsonl"))[0]
         if not got:
-            rows.append([s, label, "not run (no server)", "–", "–", "–"])
+            rows.append([s, label, "not run (no server)", "–", "–", "–", "–", "–"])
             continue
         r = got[0]
         rows.append([s, label, num(r["purchases_per_s"]), num(r.get("persisted_orders")),
-                     num(r.get("persist_drain_ms")), "yes" if r["ok"] else "NO"])
+                     num(r.get("persist_drain_ms")), num(r.get("persist_cpu_us_per_order"), 2),
+                     num(r.get("persist_redis_us_per_order"), 2),
+                     "yes" if r["ok"] else "NO"])
 p(table(["strategy", "database", "purchases/s (persister running)", "orders in SQL",
-         "backlog drained after last answer ms", "ok"], rows))
+         "backlog drained after last answer ms", "persister CPU µs per order",
+         "persister redis µs per order", "ok"], rows))
 p("")
 
 # --- HTTP

@@ -10,13 +10,15 @@ LUA=crates/engine/src/lua
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
-# cost NAME SCRIPT CALLS ENTRIES ARGS...: instructions of CALLS EVALSHA
-# calls of SCRIPT, each with a new buyer and request id, after as many to
-# warm up. ENTRIES: stream entries each call must add (0: none), checked so
-# that a run whose calls were refused (cheaper) cannot pass for a purchase.
+# cost NAME SCRIPT CALLS ENTRIES SETUP ARGS...: instructions of CALLS
+# EVALSHA calls of SCRIPT, each with a new buyer and request id, after as
+# many to warm up. ENTRIES: stream entries each call must add, checked so
+# that a run whose calls were refused (cheaper) cannot pass for a purchase;
+# 0: none may be added (a refusal must refuse). SETUP: fields set in the
+# sale's hash first (`-` for none).
 cost() {
-  local name=$1 script=$2 calls=$3 entries=$4
-  shift 4
+  local name=$1 script=$2 calls=$3 entries=$4 setup=$5
+  shift 5
   local port
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   valgrind --tool=callgrind --callgrind-out-file="$WORK/out.$port" \
@@ -26,6 +28,10 @@ cost() {
   local r="redis-cli -p $port"
   $r HSET 'seckill:{sale:b}:sale' gen 123 left 1000000000 >/dev/null
   $r SET 'seckill:{sale:b}:stock' 1000000000 >/dev/null
+  if [ "$setup" != - ]; then
+    # shellcheck disable=SC2086 # the fields are words on purpose
+    $r HSET 'seckill:{sale:b}:sale' $setup >/dev/null
+  fi
   local sha
   sha=$($r SCRIPT LOAD "$(cat "$script")")
   # The warm-up buys under other names: two redis-benchmark runs started in
@@ -40,7 +46,7 @@ cost() {
   local added
   added=$($r XLEN 'seckill:{sale:b}:orders')
   # Random buyers may repeat (a refusal under limit 1): allow 1 %.
-  if [ $((added * 100)) -lt $((entries * calls * 2 * 99)) ]; then
+  if [ $((added * 100)) -lt $((entries * calls * 2 * 99)) ] || { [ "$entries" = 0 ] && [ "$added" != 0 ]; }; then
     echo "error: $name: $added stream entries after $((calls * 2)) calls" >&2
     exit 1
   fi
@@ -54,11 +60,14 @@ cost() {
 
 KEYS=(2 'seckill:{sale:b}:sale' 'seckill:{sale:b}:orders')
 echo 'return 1' >"$WORK/one.lua"
-cost return_1_same_arguments "$WORK/one.lua" "$N" 0 "${KEYS[@]}" 123 u__rand_int__ 1 r__rand_int__
-cost seed_check_decr "$LUA/seed_decr.lua" "$N" 0 1 'seckill:{sale:b}:stock'
-cost purchase_no_limit "$LUA/purchase.lua" "$N" 1 "${KEYS[@]}" 123 u__rand_int__ 1 r__rand_int__
-cost purchase_limit_1 "$LUA/purchase.lua" "$N" 1 "${KEYS[@]}" 123 u__rand_int__ 1 r__rand_int__ 1 0 0
+cost return_1_same_arguments "$WORK/one.lua" "$N" 0 - "${KEYS[@]}" 123 u__rand_int__ 1 r__rand_int__
+cost seed_check_decr "$LUA/seed_decr.lua" "$N" 0 - 1 'seckill:{sale:b}:stock'
+cost purchase_no_limit "$LUA/purchase.lua" "$N" 1 - "${KEYS[@]}" 123 u__rand_int__ 1 r__rand_int__
+cost purchase_limit_1 "$LUA/purchase.lua" "$N" 1 - "${KEYS[@]}" 123 u__rand_int__ 1 r__rand_int__ 1
+cost refusal_sold_out "$LUA/purchase.lua" "$N" 0 "left 0" "${KEYS[@]}" 123 u__rand_int__ 1 r__rand_int__
+cost refusal_over_limit "$LUA/purchase.lua" "$N" 0 "u:buyer 1" "${KEYS[@]}" 123 buyer 1 r__rand_int__ 1
+cost repeated_request_id "$LUA/purchase.lua" "$N" 0 "r:first 1-0-0|1" "${KEYS[@]}" 123 u__rand_int__ 1 first
 batch=("${KEYS[@]}" 123 0 0 0)
 for _ in $(seq 64); do batch+=(u__rand_int__ 1 r__rand_int__); done
-per_batch=$(cost batch_64 "$LUA/purchase_batch.lua" $((N / 20)) 1 "${batch[@]}" | awk '{print $2}')
+per_batch=$(cost batch_64 "$LUA/purchase_batch.lua" $((N / 20)) 1 - "${batch[@]}" | awk '{print $2}')
 echo "batch_64_per_purchase $((per_batch / 64))"

@@ -13,7 +13,7 @@ use serde::Serialize;
 use seckill_orders::{Persister, PersisterConfig, Store, unpersisted};
 
 use crate::redis_benchmark;
-use crate::redis_cost::Meter;
+use crate::redis_cost::{Meter, threads_cpu_us};
 use crate::stats::{Latency, progress};
 use crate::target::Target;
 
@@ -100,13 +100,40 @@ struct Row {
     /// `redis-server` process CPU per purchase call answered, µs, where the
     /// server is local.
     redis_cpu_us_per_purchase: Option<f64>,
-    /// With `--persist-to`: from the last answer to an empty backlog.
-    persist_drain_ms: Option<f64>,
-    /// With `--persist-to`: orders of this sale in SQL.
-    persisted_orders: Option<u64>,
+    /// With `--persist-to`: what persisting the orders cost.
+    #[serde(flatten)]
+    persisted: Option<Persisted>,
     verdict: Verdict,
     ok: bool,
 }
+
+/// The persister's share of a `--persist-to` run, per order it wrote.
+#[derive(Serialize)]
+struct Persisted {
+    /// From the last answer to an empty backlog.
+    #[serde(rename = "persist_drain_ms")]
+    drain_ms: f64,
+    /// Orders of this sale in SQL.
+    #[serde(rename = "persisted_orders")]
+    orders: u64,
+    /// Redis command time of the persister's commands (`INFO commandstats`).
+    #[serde(rename = "persist_redis_us_per_order")]
+    redis_us_per_order: Option<f64>,
+    /// CPU of the persister's threads: its runtime's and SQLite's workers.
+    #[serde(rename = "persist_cpu_us_per_order")]
+    cpu_us_per_order: Option<f64>,
+}
+
+/// The commands the persister runs, as `INFO commandstats` names them. Its
+/// reads are script calls, counted with the purchases' script calls, but the
+/// `XREADGROUP` each runs is counted again under its own name, and is most
+/// of it. `XINFO GROUPS` is left out: the bench polls it to see the backlog
+/// drain, while the persister sends it twice a second.
+const PERSISTER_COMMANDS: [&str; 5] = ["xreadgroup", "hdel", "hgetall", "xtrim", "xgroup|create"];
+
+/// Names of the threads the persister runs on in `bench`: its own, and
+/// sqlx's SQLite connection workers (`sqlx-sqlite-worker-N`, truncated).
+const PERSISTER_THREADS: &[&str] = &["seckill-persist", "sqlx-sqlite-wor"];
 
 #[derive(Serialize)]
 struct Baseline {
@@ -182,7 +209,8 @@ async fn bench(
     let bar = progress(args.buyers, strategy.name());
     let requests = buyers(args.buyers);
     let ticker = bar.clone();
-    let meter = Meter::start(url).await?;
+    let persister_cpu = threads_cpu_us(PERSISTER_THREADS);
+    let mut meter = Meter::start(url).await?;
     let outcome = race(
         &purchaser,
         requests,
@@ -192,15 +220,25 @@ async fn bench(
     .await;
     let cost = meter.read(strategy.plain_commands()).await?;
     bar.finish_and_clear();
-    let mut persisted = (None, None);
+    let mut persisted = None;
     if let (Some((store, url)), Some((stop, task))) = (persist, persister) {
         let drain = drained(url, &id).await?;
+        let redis_us = meter.read_only(&PERSISTER_COMMANDS).await?.command_us;
+        let cpu_us = persister_cpu
+            .zip(threads_cpu_us(PERSISTER_THREADS))
+            .map(|(a, b)| b - a);
         let _ = stop.send(());
         tokio::task::spawn_blocking(move || task.join())
             .await?
             .map_err(|_| anyhow::anyhow!("the persister thread panicked"))?;
-        let rows = store.orders(&id, generation as i64).await?.len() as u64;
-        persisted = (Some(drain.as_secs_f64() * 1000.0), Some(rows));
+        let orders = store.orders(&id, generation as i64).await?.len() as u64;
+        let per_order = |us: f64| (orders > 0).then(|| us / orders as f64);
+        persisted = Some(Persisted {
+            drain_ms: drain.as_secs_f64() * 1000.0,
+            orders,
+            redis_us_per_order: per_order(redis_us),
+            cpu_us_per_order: cpu_us.and_then(per_order),
+        });
     }
     let verdict = verify(engine, &id, &outcome.demand).await?;
     engine.delete_sale(&id).await?;
@@ -230,13 +268,12 @@ async fn bench(
         p99_ms: latency.ms(0.99),
         redis_us_per_purchase: redis_us,
         redis_cpu_us_per_purchase: redis_cpu_us.flatten(),
-        persist_drain_ms: persisted.0,
-        persisted_orders: persisted.1,
         ok: verdict.ok
             && errors == 0
             && persisted
-                .1
-                .is_none_or(|n| n == outcome.demand.acknowledged.len() as u64),
+                .as_ref()
+                .is_none_or(|p| p.orders == outcome.demand.acknowledged.len() as u64),
+        persisted,
         verdict,
     })
 }
@@ -265,24 +302,26 @@ async fn start_persister(store: &Store, url: &str) -> Result<Running> {
     let (store, url) = (store.clone(), url.to_owned());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let (ready, started) = tokio::sync::oneshot::channel::<Result<()>>();
-    let thread = std::thread::spawn(move || {
-        let runtime = match tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-        {
-            Ok(rt) => rt,
-            Err(e) => return drop(ready.send(Err(e.into()))),
-        };
-        runtime.block_on(async move {
-            match Persister::new(&url, store, PersisterConfig::default()).await {
-                Ok(persister) => {
-                    let _ = ready.send(Ok(()));
-                    persister.run(async { drop(stopped.await) }).await;
+    let thread = std::thread::Builder::new()
+        .name("seckill-persist".to_owned())
+        .spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => return drop(ready.send(Err(e.into()))),
+            };
+            runtime.block_on(async move {
+                match Persister::new(&url, store, PersisterConfig::default()).await {
+                    Ok(persister) => {
+                        let _ = ready.send(Ok(()));
+                        persister.run(async { drop(stopped.await) }).await;
+                    }
+                    Err(e) => drop(ready.send(Err(e.into()))),
                 }
-                Err(e) => drop(ready.send(Err(e.into()))),
-            }
-        });
-    });
+            });
+        })?;
     started.await??;
     Ok((stop, thread))
 }
@@ -336,16 +375,23 @@ async fn compare(engine: &Engine, target: &Target, run_id: &str) -> Result<Vec<B
         )
         .await?;
     let seed = engine.seed_command(&seed_sale).await?;
-    let full = engine.purchase_command(&full_sale).await?;
+    let full = engine
+        .purchase_command(&full_sale, "u__rand_int__", "r__rand_int__")
+        .await?;
+    let refusals = refusal_commands(engine, run_id).await?;
+    let mut runs: Vec<(&str, &Vec<String>, &[u32])> = vec![
+        ("seed check+DECR script", &seed, &[1, 16]),
+        ("full purchase script", &full, &[1, 16]),
+    ];
+    for (name, _, command) in &refusals {
+        runs.push((name, command, &[16]));
+    }
     let mut baselines = Vec::new();
-    for (name, command) in [
-        ("seed check+DECR script", &seed),
-        ("full purchase script", &full),
-    ] {
+    for (name, command, pipelines) in runs {
         let command: Vec<&str> = command.iter().map(String::as_str).collect();
-        for pipeline in [1, 16] {
+        for &pipeline in pipelines {
             let requests = 200_000;
-            let meter = Meter::start(&target.url).await?;
+            let mut meter = Meter::start(&target.url).await?;
             let rps = redis_benchmark::rps(&host, port, 50, pipeline, requests, &command)?;
             let cost = meter.read(&[]).await?.per(requests);
             baselines.push(Baseline {
@@ -357,9 +403,69 @@ async fn compare(engine: &Engine, target: &Target, run_id: &str) -> Result<Vec<B
             });
         }
     }
+    for (name, sale, _) in &refusals {
+        // Each refusal baseline must have refused: its sale holds only the
+        // order made to set it up.
+        let events = engine.stream_events(sale).await?;
+        anyhow::ensure!(events == 1, "baseline `{name}` made {} orders", events - 1);
+        engine.delete_sale(sale).await?;
+    }
     engine.delete_sale(&seed_sale).await?;
     engine.delete_sale(&full_sale).await?;
     Ok(baselines)
+}
+
+/// Purchase script command lines that every call answers with a refusal,
+/// as (baseline name, sale, command): the sale sold out, the buyer over
+/// the limit, the request id already used (answered with its order).
+async fn refusal_commands(
+    engine: &Engine,
+    run_id: &str,
+) -> Result<Vec<(&'static str, String, Vec<String>)>> {
+    let sold_out = format!("rb-{run_id}-sold-out");
+    let limited = format!("rb-{run_id}-limit");
+    let repeated = format!("rb-{run_id}-repeat");
+    engine.create_sale(&SaleSpec::new(&sold_out, 1)).await?;
+    let mut spec = SaleSpec::new(&limited, seckill_engine::MAX_STOCK);
+    spec.per_user_limit = Some(1);
+    engine.create_sale(&spec).await?;
+    engine
+        .create_sale(&SaleSpec::new(&repeated, seckill_engine::MAX_STOCK))
+        .await?;
+    for sale in [&sold_out, &limited, &repeated] {
+        let outcome = engine
+            .purchaser(Strategy::Atomic, sale)
+            .await?
+            .purchase(&PurchaseRequest::new("buyer").request_id("first"))
+            .await?;
+        anyhow::ensure!(
+            matches!(outcome, seckill_engine::Outcome::Ok(_)),
+            "setting up refusal baselines: {outcome:?}"
+        );
+    }
+    Ok(vec![
+        (
+            "purchase script refusing: sold out",
+            sold_out.clone(),
+            engine
+                .purchase_command(&sold_out, "u__rand_int__", "r__rand_int__")
+                .await?,
+        ),
+        (
+            "purchase script refusing: over the limit",
+            limited.clone(),
+            engine
+                .purchase_command(&limited, "buyer", "r__rand_int__")
+                .await?,
+        ),
+        (
+            "purchase script answering a repeated request id",
+            repeated.clone(),
+            engine
+                .purchase_command(&repeated, "u__rand_int__", "first")
+                .await?,
+        ),
+    ])
 }
 
 fn print_table(rows: &[Row], baselines: &[Baseline]) {
@@ -383,10 +489,15 @@ fn print_table(rows: &[Row], baselines: &[Baseline]) {
         "ok"
     );
     for r in rows {
-        if let (Some(ms), Some(n)) = (r.persist_drain_ms, r.persisted_orders) {
+        if let Some(p) = &r.persisted {
             println!(
-                "{:<10} persisted {n} orders; backlog drained {ms:.0} ms after the last answer",
-                r.strategy
+                "{:<10} persisted {} orders; backlog drained {:.0} ms after the last answer; \
+                 per order: {} µs of persister CPU, {} µs of Redis",
+                r.strategy,
+                p.orders,
+                p.drain_ms,
+                micros(p.cpu_us_per_order),
+                micros(p.redis_us_per_order),
             );
         }
     }

@@ -13,8 +13,8 @@ use seckill_orders::{Persister, PersisterConfig, Store, sweep_forever};
 pub struct Args {
     #[command(flatten)]
     stores: crate::target::Stores,
-    /// Seconds an entry may stay pending on a silent persister before
-    /// another takes it over.
+    /// Seconds a batch read by a persister may stay uncommitted before
+    /// another persists it.
     #[arg(long, default_value_t = 5)]
     claim_idle_secs: u64,
     /// Do not expire unpaid orders from this process.

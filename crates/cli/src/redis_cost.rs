@@ -11,6 +11,9 @@
 //!   server that others use too, their commands are in the figure.
 //! - **process CPU**: user + system time of the `redis-server` process from
 //!   `/proc/PID/stat` (network I/O included), where the server is local.
+//!
+//! The same module reads this process's own threads' CPU, for the share of
+//! a run an in-process component (the order persister) spent.
 
 use std::collections::HashMap;
 
@@ -76,24 +79,44 @@ impl Meter {
 
     /// The cost since [`Meter::start`]: script calls plus the commands in
     /// `plain` (lowercase names, as sent outside scripts).
-    pub async fn read(mut self, plain: &[&str]) -> Result<Cost> {
+    pub async fn read(&mut self, plain: &[&str]) -> Result<Cost> {
+        let commands: Vec<&str> = SCRIPT_CALLS.iter().chain(plain).copied().collect();
+        self.read_only(&commands).await
+    }
+
+    /// The cost since [`Meter::start`] of exactly `commands`; the server's
+    /// CPU is all of it, whoever sent what.
+    pub async fn read_only(&mut self, commands: &[&str]) -> Result<Cost> {
         let cpu_end = self.pid.and_then(process_cpu_us);
         let info: String = redis::cmd("INFO")
             .arg("commandstats")
             .query_async(&mut self.conn)
             .await?;
         let usec = command_usec(&info);
-        let command_us = SCRIPT_CALLS
-            .iter()
-            .chain(plain)
-            .filter_map(|c| usec.get(*c))
-            .sum();
+        let command_us = commands.iter().filter_map(|c| usec.get(*c)).sum();
         let cpu_us = match (self.cpu_start, cpu_end) {
             (Some(a), Some(b)) => Some(b - a),
             _ => None,
         };
         Ok(Cost { command_us, cpu_us })
     }
+}
+
+/// User + system CPU so far, in µs, of this process's threads whose name
+/// starts with one of `prefixes` (Linux truncates names to 15 bytes).
+pub fn threads_cpu_us(prefixes: &[&str]) -> Option<f64> {
+    let mut total = 0.0;
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let path = task.path();
+        let Ok(name) = std::fs::read_to_string(path.join("comm")) else {
+            continue;
+        };
+        if prefixes.iter().any(|p| name.trim_end().starts_with(p)) {
+            // A thread that ended meanwhile simply counts no more.
+            total += stat_cpu_us(&path.join("stat")).unwrap_or(0.0);
+        }
+    }
+    Some(total)
 }
 
 /// `usec` per command from `INFO commandstats`
@@ -145,7 +168,12 @@ async fn local_pid(url: &str, conn: &mut MultiplexedConnection) -> Option<u32> {
 
 /// User + system CPU of process `pid` so far, in µs.
 fn process_cpu_us(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat_cpu_us(std::path::Path::new(&format!("/proc/{pid}/stat")))
+}
+
+/// User + system CPU in a `/proc/…/stat` file, in µs.
+fn stat_cpu_us(path: &std::path::Path) -> Option<f64> {
+    let stat = std::fs::read_to_string(path).ok()?;
     // Fields after the parenthesised command name; utime and stime are the
     // 14th and 15th fields of the whole line.
     let rest = stat.rsplit_once(')')?.1;

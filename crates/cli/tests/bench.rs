@@ -92,7 +92,8 @@ fn compare_runs_every_baseline_and_reports_redis_time() {
     assert_eq!(row["strategy"], "atomic", "{row}");
     common::assert_positive(row, &["redis_us_per_purchase"]);
     let baselines = &lines[1..];
-    assert_eq!(baselines.len(), 4, "{baselines:?}");
+    // Check+DECR and the purchase at -P 1 and -P 16, three refusals at -P 16.
+    assert_eq!(baselines.len(), 7, "{baselines:?}");
     for b in baselines {
         common::assert_positive(b, &["requests_per_s", "redis_us_per_call"]);
     }
@@ -131,4 +132,42 @@ fn bad_arguments_are_refused_with_a_message() {
             "10",
         ],
     ]);
+}
+
+/// `--persist-to` (docs/benchmarks.md's persister table): every order in
+/// SQL, the drain time, and what persisting cost per order, measured.
+#[test]
+fn persist_to_reports_every_order_in_sql_and_its_cost() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("bench.db");
+    let out = seckill(&[
+        "bench",
+        "--strategy",
+        "coalesced",
+        "--stock",
+        "20000",
+        "--buyers",
+        "20000",
+        "--persist-to",
+        db.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let row: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).unwrap();
+    assert_eq!(row["persisted_orders"], 20000, "{row}");
+    assert!(row["persist_drain_ms"].as_f64().is_some(), "{row}");
+    // /proc counts CPU in 10 ms ticks: present, and never negative.
+    assert!(
+        row["persist_cpu_us_per_order"]
+            .as_f64()
+            .is_some_and(|v| v >= 0.0),
+        "{row}"
+    );
+    common::assert_positive(&row, &["persist_redis_us_per_order"]);
 }

@@ -183,7 +183,7 @@ impl Engine {
         if let Some(value) = settled {
             return OrderInfo::settled(&id, &value, timeout_ms).ok_or_else(not_found);
         }
-        StreamEntry::list(&found)?
+        StreamEntry::list(found)?
             .iter()
             .flat_map(|e| Event::decode(&id.sale, e))
             .find(|e| e.order_id == order_id && e.state == OrderState::PendingPayment)
@@ -346,15 +346,21 @@ impl Engine {
 
     /// The command line (for `redis-benchmark`) that runs exactly what one
     /// `atomic` purchase of sale `id` runs: the purchase script by SHA with
-    /// the engine's own keys and arguments, one unit, and a user and request
-    /// id made random by `__rand_int__`. Loads the script first.
-    pub async fn purchase_command(&self, id: &str) -> Result<Vec<String>> {
+    /// the engine's own keys and arguments, one unit, by `user` with
+    /// `request_id` (`redis-benchmark` makes `__rand_int__` in them random).
+    /// Loads the script first.
+    pub async fn purchase_command(
+        &self,
+        id: &str,
+        user: &str,
+        request_id: &str,
+    ) -> Result<Vec<String>> {
         let sale = self.sale(id).await?;
         let keys = SaleKeys::new(id)?;
         let sha = self.load(&SCRIPTS.purchase).await?;
         let mut command = vec!["EVALSHA".to_owned(), sha, "2".to_owned()];
         command.extend(keys.purchase().map(str::to_owned));
-        atomic::SaleArgs::new(&sale).each("u__rand_int__", "1", "r__rand_int__", |arg| {
+        atomic::SaleArgs::new(&sale).each(user, "1", request_id, |arg| {
             command.push(arg.to_owned());
         });
         Ok(command)
@@ -378,6 +384,12 @@ impl Engine {
     /// The order-event stream of sale `id`.
     pub fn stream_key(id: &str) -> Result<String> {
         Ok(SaleKeys::new(id)?.orders)
+    }
+
+    /// The hash in which persisters record what they read of sale `id`'s
+    /// stream and have not yet committed; same hash slot as the stream.
+    pub fn persisting_key(id: &str) -> Result<String> {
+        Ok(SaleKeys::new(id)?.persisting)
     }
 
     /// Trims sale `id`'s stream below entry `floor` (entries every reader

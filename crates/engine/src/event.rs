@@ -44,6 +44,24 @@ pub struct OrderId {
 }
 
 impl OrderId {
+    /// Bounds, in byte order, of the ids of sale `sale`'s orders (of one
+    /// generation, if given): each of them is `> .0` and `< .1`. Ids of
+    /// other sales can fall between (sale `a` holds `a-b`'s range), so
+    /// a range query still filters on the sale.
+    ///
+    /// ```
+    /// use seckill_engine::OrderId;
+    /// assert_eq!(OrderId::bounds("drop", Some(2)), ("drop-2-".to_owned(), "drop-2.".to_owned()));
+    /// ```
+    pub fn bounds(sale: &str, generation: Option<u64>) -> (String, String) {
+        let stem = match generation {
+            Some(g) => format!("{sale}-{g}"),
+            None => sale.to_owned(),
+        };
+        // '.' is the byte after '-'.
+        (format!("{stem}-"), format!("{stem}."))
+    }
+
     /// The order's key within its sale: `<ms>-<n>-<i>`.
     pub(crate) fn local(&self) -> String {
         format!("{}-{}-{}", self.ms, self.seq, self.index)
@@ -127,31 +145,38 @@ pub struct StreamEntry {
 
 impl StreamEntry {
     /// The entries of an `XRANGE` reply, or of one stream of an
-    /// `XREADGROUP` or `XAUTOCLAIM` reply: `[[id, [name, value, …]], …]`.
+    /// `XRANGE` or one stream of an `XREADGROUP` reply: `[[id, [name, value, …]], …]`.
     /// A deleted entry (no pairs) comes back with none.
-    pub fn list(value: &Value) -> Result<Vec<Self>> {
-        let bad = || Error::Batch(format!("not a list of stream entries: {value:?}"));
-        let Value::Array(items) = value else {
-            return match value {
-                Value::Nil => Ok(Vec::new()),
-                _ => Err(bad()),
-            };
+    pub fn list(value: Value) -> Result<Vec<Self>> {
+        let bad = |v: &dyn fmt::Debug| Error::Batch(format!("not a list of stream entries: {v:?}"));
+        let items = match value {
+            Value::Array(items) => items,
+            Value::Nil => return Ok(Vec::new()),
+            other => return Err(bad(&other)),
         };
+        // Taken apart by value: a persister reads thousands of entries a
+        // round, and each string moves out of the reply instead of a copy.
         items
-            .iter()
+            .into_iter()
             .map(|item| {
                 let Value::Array(parts) = item else {
-                    return Err(bad());
+                    return Err(bad(&item));
                 };
-                let id = parts.first().ok_or_else(bad).and_then(|v| text(v, bad))?;
-                let fields = match parts.get(1) {
-                    Some(Value::Array(flat)) => flat
-                        .chunks(2)
-                        .map(|pair| match pair {
-                            [k, v] => Ok((text(k, bad)?, text(v, bad)?)),
-                            _ => Err(bad()),
-                        })
-                        .collect::<Result<_>>()?,
+                let mut parts = parts.into_iter();
+                let id = parts
+                    .next()
+                    .map(owned_text)
+                    .ok_or_else(|| bad(&"no id"))??;
+                let fields = match parts.next() {
+                    Some(Value::Array(flat)) => {
+                        let mut fields = Vec::with_capacity(flat.len() / 2);
+                        let mut flat = flat.into_iter();
+                        while let Some(name) = flat.next() {
+                            let value = flat.next().ok_or_else(|| bad(&"odd field list"))?;
+                            fields.push((owned_text(name)?, owned_text(value)?));
+                        }
+                        fields
+                    }
                     _ => Vec::new(),
                 };
                 Ok(Self { id, fields })
@@ -166,13 +191,24 @@ impl StreamEntry {
         key: &str,
         from: &str,
     ) -> Result<Vec<Self>> {
+        Self::range(conn, key, from, "+").await
+    }
+
+    /// The entries of stream `key` from id `from` to id `to`, both
+    /// included, read in pages.
+    pub async fn range(
+        conn: &mut (impl redis::aio::ConnectionLike + Send + Sync),
+        key: &str,
+        from: &str,
+        to: &str,
+    ) -> Result<Vec<Self>> {
         use redis::AsyncCommands;
         const PAGE: usize = 10_000;
         let mut all = Vec::new();
         let mut start = from.to_owned();
         loop {
-            let page: Value = conn.xrange_count(key, &start, "+", PAGE).await?;
-            let page = Self::list(&page)?;
+            let page: Value = conn.xrange_count(key, &start, to, PAGE).await?;
+            let page = Self::list(page)?;
             let full = page.len() == PAGE;
             if let Some(last) = page.last() {
                 start = format!("({}", last.id);
@@ -200,14 +236,20 @@ pub fn next_entry_id(id: &str) -> String {
     }
 }
 
-/// A stream entry id as numbers, for comparing.
-pub(crate) fn entry_number(id: &str) -> (u64, u64) {
+/// A stream entry id (`<ms>-<n>`) as numbers, for comparing.
+pub fn entry_number(id: &str) -> (u64, u64) {
     let (ms, seq) = id.split_once('-').unwrap_or((id, "0"));
     (ms.parse().unwrap_or(0), seq.parse().unwrap_or(0))
 }
 
-fn text(value: &Value, bad: impl Fn() -> Error) -> Result<String> {
-    redis::from_redis_value_ref(value).map_err(|_| bad())
+/// A reply string, moved out of the reply.
+fn owned_text(value: Value) -> Result<String> {
+    match value {
+        Value::BulkString(bytes) => String::from_utf8(bytes)
+            .map_err(|e| Error::Batch(format!("stream entry not UTF-8: {e}"))),
+        Value::SimpleString(s) => Ok(s),
+        other => Err(Error::Batch(format!("not a stream string: {other:?}"))),
+    }
 }
 
 /// One order event, decoded from a stream entry.
@@ -251,11 +293,16 @@ impl Event {
             return Vec::new();
         };
         let at_ms = at_ms as i64;
-        let event = |order: OrderId, user: &str, quantity: &str, request: Option<&str>, state| {
+        let event = |order_id: String,
+                     created_ms: u64,
+                     user: &str,
+                     quantity: &str,
+                     request: Option<&str>,
+                     state| {
             let quantity: i64 = quantity.parse().ok().filter(|q| *q > 0)?;
             Some(Self {
-                created_ms: order.ms as i64,
-                order_id: order.to_string(),
+                created_ms: created_ms as i64,
+                order_id,
                 sale_id: sale_id.to_owned(),
                 generation: generation as i64,
                 user_id: user.to_owned(),
@@ -266,6 +313,12 @@ impl Event {
             })
         };
         if kind == "b" {
+            // Every order of a purchase entry shares the id up to its index:
+            // checked once, written once.
+            let Some(first) = OrderId::in_entry(sale_id, generation, &entry.id, 0) else {
+                return Vec::new();
+            };
+            let stem = format!("{sale_id}-{generation}-{}-", entry.id);
             return pairs
                 .iter()
                 .enumerate()
@@ -274,9 +327,12 @@ impl Event {
                         Some((q, r)) => (q, Some(r)),
                         None => (value.as_str(), None),
                     };
-                    let index = u32::try_from(index).ok()?;
-                    let order = OrderId::in_entry(sale_id, generation, &entry.id, index)?;
-                    event(order, user, quantity, request, OrderState::PendingPayment)
+                    let mut order_id = String::with_capacity(stem.len() + 4);
+                    order_id.push_str(&stem);
+                    // Writing to a String cannot fail.
+                    let _ = fmt::Write::write_fmt(&mut order_id, format_args!("{index}"));
+                    let state = OrderState::PendingPayment;
+                    event(order_id, first.ms, user, quantity, request, state)
                 })
                 .collect();
         }
@@ -289,7 +345,7 @@ impl Event {
             .filter_map(|(local, value)| {
                 let order = OrderId::from_local(sale_id, generation, local)?;
                 let (user, quantity) = value.split_once('|')?;
-                event(order, user, quantity, None, state)
+                event(order.to_string(), order.ms, user, quantity, None, state)
             })
             .collect()
     }

@@ -40,7 +40,9 @@ pub fn check_id(field: &'static str, id: &str) -> Result<()> {
 /// - `orders`: the stream of order events, which is also where a pending
 ///   order lives (see `event.rs`);
 /// - `settled`: hash `<ms>-<n>-<i>` -> `<state>|<user>|<qty>` of every order
-///   paid, cancelled or expired.
+///   paid, cancelled or expired;
+/// - `persisting`: hash of the stream ranges persisters have read but not yet
+///   committed to SQL (written by the `orders` crate's persister).
 ///
 /// The baselines keep the source articles' keys: `stock` (a counter),
 /// `tokens` (a list), `users` (hash user -> units) and per-day order records.
@@ -51,6 +53,7 @@ pub(crate) struct SaleKeys {
     pub sale: String,
     pub orders: String,
     pub settled: String,
+    pub persisting: String,
     pub stock: String,
     pub tokens: String,
     pub users: String,
@@ -66,6 +69,7 @@ impl SaleKeys {
             sale: format!("{base}:sale"),
             orders: format!("{base}:orders"),
             settled: format!("{base}:settled"),
+            persisting: format!("{base}:persisting"),
             stock: format!("{base}:stock"),
             tokens: format!("{base}:tokens"),
             users: format!("{base}:users"),
@@ -91,11 +95,12 @@ impl SaleKeys {
     }
 
     /// Every key of the sale but the per-day records.
-    pub fn all(&self) -> [&str; 7] {
+    pub fn all(&self) -> [&str; 8] {
         [
             &self.sale,
             &self.orders,
             &self.settled,
+            &self.persisting,
             &self.stock,
             &self.tokens,
             &self.users,

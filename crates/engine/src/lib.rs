@@ -45,7 +45,7 @@ mod verify;
 
 pub use engine::{Engine, RestoredOrder};
 pub use error::{Error, Result};
-pub use event::{Event, OrderId, StreamEntry, next_entry_id};
+pub use event::{Event, OrderId, StreamEntry, entry_number, next_entry_id};
 pub use keys::{MAX_ID_LEN, RESTOCK_CHANNEL, check_id};
 pub use lifecycle::{OrderInfo, OrderState};
 pub use order::{MAX_QUANTITY, Order, Outcome, PurchaseRequest};

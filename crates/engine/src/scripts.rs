@@ -15,14 +15,8 @@ pub(crate) struct Scripts {
 
 pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     create_sale: Script::new(include_str!("lua/create_sale.lua")),
-    purchase: Script::new(concat!(
-        include_str!("lua/purchase_common.lua"),
-        include_str!("lua/purchase.lua")
-    )),
-    purchase_batch: Script::new(concat!(
-        include_str!("lua/purchase_common.lua"),
-        include_str!("lua/purchase_batch.lua")
-    )),
+    purchase: Script::new(include_str!("lua/purchase.lua")),
+    purchase_batch: Script::new(include_str!("lua/purchase_batch.lua")),
     seed_decr: Script::new(include_str!("lua/seed_decr.lua")),
     order: Script::new(concat!(
         include_str!("lua/lifecycle_common.lua"),

@@ -248,7 +248,7 @@ async fn backlog(
     sale: &str,
 ) -> Result<(u64, HashSet<String>)> {
     let key = &Engine::stream_key(sale)?;
-    let start = match acknowledged_floor(conn, key).await? {
+    let start = match acknowledged_floor(conn, sale).await? {
         Some(floor) => floor,
         None => "-".to_owned(),
     };

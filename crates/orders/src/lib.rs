@@ -3,7 +3,7 @@
 //!
 //! Modules:
 //! - `store`: [`Store`], the SQL side (SQLite file or PostgreSQL URL, sqlx
-//!   migrations in `migrations/`), idempotent batched upserts.
+//!   migrations in `migrations/<database>/`), idempotent batched upserts.
 //! - `persister`: [`Persister`], the consumer-group reader that commits
 //!   before it acknowledges, reclaims abandoned entries and trims safely.
 //! - `sweeper`: [`sweep_forever`], expiry of unpaid orders in every sale.

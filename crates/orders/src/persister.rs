@@ -1,26 +1,32 @@
 //! Moves order events from every sale's Redis Stream into SQL.
 //!
 //! Each sale stream has one consumer group, `persister`; every running
-//! persister is a consumer of it, so an entry goes to one of them. An entry
-//! is acknowledged (XACK) only after the transaction holding it committed,
-//! and inserting an order twice is a no-op, so a crash between commit and
-//! acknowledgement only means a harmless redelivery. Entries left pending by
-//! a consumer that died are taken over (XAUTOCLAIM) once idle long enough.
-//! Streams are trimmed only below the oldest entry the group has not
-//! acknowledged, so nothing unpersisted is ever dropped.
+//! persister is a consumer of it, so an entry goes to one of them. A batch
+//! is read by `lua/read.lua`, which records its range in the sale's
+//! persisting hash instead of a per-entry pending list; the record is
+//! deleted only after the transaction holding the batch committed, and
+//! inserting an order twice is a no-op, so a crash in between only means a
+//! harmless second write. Ranges left behind by a persister that died are
+//! read again and persisted by any persister once old enough. Streams are
+//! trimmed only below the oldest entry not yet committed, so nothing
+//! unpersisted is ever dropped.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
 use redis::aio::{ConnectionLike, ConnectionManager};
-use seckill_engine::{Engine, Event, StreamEntry, next_entry_id};
+use seckill_engine::{Engine, Event, StreamEntry, entry_number, next_entry_id};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::store::Store;
 
 /// The consumer group every persister joins.
 pub const GROUP: &str = "persister";
+
+static READ: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("lua/read.lua")));
 
 /// How a persister runs.
 #[derive(Clone, Debug)]
@@ -29,12 +35,13 @@ pub struct PersisterConfig {
     pub consumer: String,
     /// Most entries read per stream per round (one SQL transaction).
     pub batch: usize,
-    /// How long one read blocks waiting for new entries.
-    pub block: Duration,
-    /// Entries pending this long on any consumer are taken over.
+    /// How long to wait before reading again after a round found less
+    /// than a batch.
+    pub poll: Duration,
+    /// Batches read this long ago and still not committed are taken over.
     pub claim_idle: Duration,
-    /// How often the list of sales is refreshed, dead consumers' entries
-    /// claimed and streams trimmed.
+    /// How often the list of sales is refreshed, abandoned batches taken
+    /// over and streams trimmed.
     pub housekeeping: Duration,
 }
 
@@ -51,10 +58,26 @@ impl Default for PersisterConfig {
                 rand::random::<u32>()
             ),
             batch: 2_000,
-            block: Duration::from_millis(50),
+            poll: Duration::from_millis(20),
             claim_idle: Duration::from_secs(5),
             housekeeping: Duration::from_millis(500),
         }
+    }
+}
+
+/// The two keys of a sale the persister works with.
+#[derive(Clone, Debug)]
+struct SaleStream {
+    stream: String,
+    persisting: String,
+}
+
+impl SaleStream {
+    fn new(sale: &str) -> Result<Self> {
+        Ok(Self {
+            stream: Engine::stream_key(sale)?,
+            persisting: Engine::persisting_key(sale)?,
+        })
     }
 }
 
@@ -63,11 +86,11 @@ impl Default for PersisterConfig {
 pub struct Persister {
     engine: Engine,
     store: Store,
-    /// Dedicated to this persister: blocking reads must not stall others.
+    /// Dedicated to this persister, so its reads never queue behind others.
     conn: ConnectionManager,
     config: PersisterConfig,
-    /// sale id -> stream key, of sales whose group exists.
-    streams: HashMap<String, String>,
+    /// sale id -> its keys, of sales whose group exists.
+    streams: HashMap<String, SaleStream>,
     last_housekeeping: Option<Instant>,
 }
 
@@ -77,11 +100,9 @@ impl Persister {
     pub async fn new(redis_url: &str, store: Store, config: PersisterConfig) -> Result<Self> {
         let engine = Engine::connect_lazy(redis_url)?;
         let client = seckill_lock::client(redis_url).map_err(seckill_engine::Error::from)?;
-        // Its own connection: reads block for `config.block`, so give them
-        // room beyond that, and never stall anyone else's commands.
         let conn_config = redis::aio::ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(1)))
-            .set_response_timeout(Some(config.block + Duration::from_secs(2)))
+            .set_response_timeout(Some(Duration::from_secs(2)))
             .set_number_of_retries(0)
             .set_max_delay(Duration::from_millis(200));
         let conn = ConnectionManager::new_lazy_with_config(client, conn_config)?;
@@ -95,8 +116,8 @@ impl Persister {
         })
     }
 
-    /// Runs rounds until `shutdown` resolves, then finishes the round in
-    /// hand (its transaction commits and is acknowledged) and returns.
+    /// Runs rounds until `shutdown` resolves, then returns. A batch read
+    /// but not committed when it stops is taken over by a persister later.
     /// Errors are logged and retried after a pause, never fatal.
     pub async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
         tokio::pin!(shutdown);
@@ -105,18 +126,24 @@ impl Persister {
                 biased;
                 () = &mut shutdown => return,
                 round = self.round() => {
-                    if let Err(e) = round {
-                        tracing::warn!(error = %e, "persister round failed; retrying");
-                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    match round {
+                        // No backlog: let the next batch grow for a while,
+                        // as a small batch costs more per order.
+                        Ok(n) if n < self.config.batch => tokio::time::sleep(self.config.poll).await,
+                        Ok(_) => {}
+                        Err(e) => {
+                            tracing::warn!(error = %e, "persister round failed; retrying");
+                            tokio::time::sleep(Duration::from_millis(200)).await;
+                        }
                     }
                 }
             }
         }
     }
 
-    /// One round: housekeeping when due, then one read of new entries from
-    /// every sale stream, committed and acknowledged. Answers how many
-    /// events were persisted.
+    /// One round: housekeeping when due, then one batch of new entries from
+    /// every sale stream, each committed to SQL. Answers how many events
+    /// were persisted; 0 when there was nothing new.
     pub async fn round(&mut self) -> Result<usize> {
         let mut persisted = 0;
         if self
@@ -128,52 +155,38 @@ impl Persister {
             persisted += self.claim_abandoned().await?;
             self.trim().await?;
         }
-        if self.streams.is_empty() {
-            tokio::time::sleep(self.config.block).await;
-            return Ok(persisted);
-        }
-        let (sales, keys): (Vec<&String>, Vec<&String>) = self.streams.iter().unzip();
-        let reply: Option<Vec<(String, redis::Value)>> = redis::cmd("XREADGROUP")
-            .arg("GROUP")
-            .arg(GROUP)
-            .arg(&self.config.consumer)
-            .arg("COUNT")
-            .arg(self.config.batch)
-            .arg("BLOCK")
-            .arg(self.config.block.as_millis() as u64)
-            .arg("STREAMS")
-            .arg(&keys)
-            .arg(vec![">"; keys.len()])
-            .query_async(&mut self.conn)
-            .await?;
-        let by_key: HashMap<&String, &String> =
-            keys.iter().copied().zip(sales.iter().copied()).collect();
-        let mut batch = Vec::new();
-        for (key, entries) in reply.unwrap_or_default() {
-            let Some(sale) = by_key.get(&key) else {
-                continue;
-            };
-            batch.push((sale.to_string(), StreamEntry::list(&entries)?, key));
-        }
-        for (sale, entries, key) in batch {
-            persisted += self.persist(&key, &sale, &entries).await?;
+        for (sale, keys) in self.streams.clone() {
+            let mut read = READ.prepare_invoke();
+            read.key(&keys.stream)
+                .key(&keys.persisting)
+                .arg(GROUP)
+                .arg(&self.config.consumer)
+                .arg(self.config.batch);
+            let entries: redis::Value = read.invoke_async(&mut self.conn).await?;
+            let entries = StreamEntry::list(entries)?;
+            if let Some(first) = entries.first() {
+                let first = first.id.clone();
+                persisted += self.persist(&sale, &keys, &first, &entries).await?;
+            }
         }
         Ok(persisted)
     }
 
-    /// Commits the order events `entries` of one stream carry to SQL, then
-    /// acknowledges the entries, all in one XACK.
-    async fn persist(&mut self, key: &str, sale: &str, entries: &[StreamEntry]) -> Result<usize> {
-        if entries.is_empty() {
-            return Ok(0);
-        }
+    /// Commits the order events `entries` carry to SQL, then deletes the
+    /// record of the batch they were read as, the one starting at `first`.
+    async fn persist(
+        &mut self,
+        sale: &str,
+        keys: &SaleStream,
+        first: &str,
+        entries: &[StreamEntry],
+    ) -> Result<usize> {
         let events: Vec<Event> = entries
             .iter()
             .flat_map(|e| Event::decode(sale, e))
             .collect();
         self.store.apply(&events).await?;
-        let ids: Vec<&str> = entries.iter().map(|e| e.id.as_str()).collect();
-        let _: i64 = self.conn.xack(key, GROUP, &ids).await?;
+        let _: i64 = self.conn.hdel(&keys.persisting, first).await?;
         Ok(events.len())
     }
 
@@ -183,12 +196,14 @@ impl Persister {
         let ids: HashSet<String> = self.engine.sale_ids().await?.into_iter().collect();
         self.streams.retain(|sale, _| ids.contains(sale));
         for id in ids {
-            let key = Engine::stream_key(&id)?;
+            let keys = SaleStream::new(&id)?;
             // Every time, not just for new sales: a stream deleted and made
             // again (a sale recreated, Redis rebuilt from SQL) needs its
             // group back, or every read fails with NOGROUP.
-            let created: redis::RedisResult<()> =
-                self.conn.xgroup_create_mkstream(&key, GROUP, "0").await;
+            let created: redis::RedisResult<()> = self
+                .conn
+                .xgroup_create_mkstream(&keys.stream, GROUP, "0")
+                .await;
             let new_group = match created {
                 Ok(()) => true,
                 Err(e) if e.code() == Some("BUSYGROUP") => false,
@@ -201,46 +216,38 @@ impl Persister {
                     Err(e) => return Err(e.into()),
                 }
             }
-            self.streams.insert(id, key);
+            self.streams.insert(id, keys);
         }
         Ok(())
     }
 
-    /// Takes over entries another consumer read but never acknowledged.
+    /// Persists the batches some persister read at least `claim_idle` ago
+    /// and never committed, reading each range again. Two persisters may
+    /// take over the same batch at once: both write the same rows.
     async fn claim_abandoned(&mut self) -> Result<usize> {
         let mut persisted = 0;
+        let now = redis_ms(&mut self.conn).await?;
         let idle = self.config.claim_idle.as_millis() as u64;
-        for (sale, key) in self.streams.clone() {
-            let mut start = "0-0".to_owned();
-            loop {
-                // Redis 7: [next start, claimed entries, deleted ids].
-                let (next, claimed, _deleted): (String, redis::Value, redis::Value) =
-                    redis::cmd("XAUTOCLAIM")
-                        .arg(&key)
-                        .arg(GROUP)
-                        .arg(&self.config.consumer)
-                        .arg(idle)
-                        .arg(&start)
-                        .arg("COUNT")
-                        .arg(self.config.batch)
-                        .query_async(&mut self.conn)
-                        .await?;
-                let claimed = StreamEntry::list(&claimed)?;
-                persisted += self.persist(&key, &sale, &claimed).await?;
-                if next == "0-0" {
-                    break;
+        for (sale, keys) in self.streams.clone() {
+            for batch in in_flight(&mut self.conn, &keys.persisting).await? {
+                if now.saturating_sub(batch.read_ms) < idle {
+                    continue;
                 }
-                start = next;
+                let entries =
+                    StreamEntry::range(&mut self.conn, &keys.stream, &batch.first, &batch.last)
+                        .await?;
+                tracing::info!(sale, first = batch.first, "taking over an abandoned batch");
+                persisted += self.persist(&sale, &keys, &batch.first, &entries).await?;
             }
         }
         Ok(persisted)
     }
 
-    /// Drops entries every consumer has acknowledged, and only those; the
+    /// Drops entries every persister has committed, and only those; the
     /// engine keeps those pending orders still live in.
     async fn trim(&mut self) -> Result<()> {
-        for (sale, key) in &self.streams {
-            if let Some(floor) = acknowledged_floor(&mut self.conn, key).await? {
+        for sale in self.streams.keys() {
+            if let Some(floor) = acknowledged_floor(&mut self.conn, sale).await? {
                 self.engine.trim_stream(sale, &floor).await?;
             }
         }
@@ -248,24 +255,75 @@ impl Persister {
     }
 }
 
+/// A batch read and not yet committed, as `lua/read.lua` records it.
+#[derive(Clone, Debug)]
+struct InFlight {
+    first: String,
+    last: String,
+    entries: u64,
+    read_ms: u64,
+}
+
+/// The batches of one sale read and not yet committed.
+async fn in_flight(
+    conn: &mut (impl ConnectionLike + Send + Sync),
+    persisting: &str,
+) -> Result<Vec<InFlight>> {
+    let fields: HashMap<String, String> = conn.hgetall(persisting).await?;
+    fields
+        .into_iter()
+        .map(|(first, value)| {
+            let mut parts = value.split(' ');
+            let mut next = || parts.next().ok_or_else(|| bad_record(&first, &value));
+            let last = next()?.to_owned();
+            let entries = next()?.parse().map_err(|_| bad_record(&first, &value))?;
+            let read_ms = next()?.parse().map_err(|_| bad_record(&first, &value))?;
+            Ok(InFlight {
+                first,
+                last,
+                entries,
+                read_ms,
+            })
+        })
+        .collect()
+}
+
+fn bad_record(first: &str, value: &str) -> Error {
+    Error::Invalid {
+        what: "persisting record",
+        reason: format!("{first} -> {value:?}"),
+    }
+}
+
+/// The server's clock in ms: the one the records' times come from.
+async fn redis_ms(conn: &mut (impl ConnectionLike + Send + Sync)) -> Result<u64> {
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(conn).await?;
+    Ok(secs * 1000 + micros / 1000)
+}
+
 /// Order events of sale `sale_id` not yet persisted: read but not
-/// acknowledged, or not read at all (the whole stream before any persister
+/// committed, or not read at all (the whole stream before any persister
 /// has seen the sale).
 pub async fn unpersisted(
     conn: &mut (impl ConnectionLike + Send + Sync),
     sale_id: &str,
 ) -> Result<u64> {
-    let key = Engine::stream_key(sale_id)?;
-    Ok(match group_info(conn, &key).await? {
+    let keys = SaleStream::new(sale_id)?;
+    Ok(match group_info(conn, &keys.stream).await? {
         Some(g) => {
             let undelivered = match g.lag {
                 Some(lag) => lag,
                 // Redis cannot always say (after deletions): count them.
-                None => entries_after(conn, &key, &g.last_delivered_id).await?,
+                None => entries_after(conn, &keys.stream, &g.last_delivered_id).await?,
             };
-            g.pending + undelivered
+            let read: u64 = in_flight(conn, &keys.persisting)
+                .await?
+                .iter()
+                .map(|b| b.entries)
+                .sum();
+            undelivered + read
         }
-        None => conn.xlen(&key).await?,
+        None => conn.xlen(&keys.stream).await?,
     })
 }
 
@@ -289,27 +347,28 @@ async fn entries_after(
     }
 }
 
-/// The lowest entry id the group still needs: its oldest pending entry, or
-/// the one after the last delivered. Entries below it are safe to drop.
-/// `None` if the group does not exist.
+/// The lowest entry id of sale `sale_id`'s stream not yet committed: the
+/// first of the oldest batch read, or the one after the last delivered.
+/// Entries below it are safe to drop. `None` if the group does not exist.
 pub(crate) async fn acknowledged_floor(
     conn: &mut (impl ConnectionLike + Send + Sync),
-    key: &str,
+    sale_id: &str,
 ) -> Result<Option<String>> {
-    let Some(group) = group_info(conn, key).await? else {
+    let keys = SaleStream::new(sale_id)?;
+    let Some(group) = group_info(conn, &keys.stream).await? else {
         return Ok(None);
     };
-    let pending: redis::streams::StreamPendingReply = conn.xpending(key, GROUP).await?;
-    let floor = match pending {
-        redis::streams::StreamPendingReply::Data(data) => data.start_id,
-        _ => next_entry_id(&group.last_delivered_id),
-    };
-    Ok(Some(floor))
+    let floor = in_flight(conn, &keys.persisting)
+        .await?
+        .into_iter()
+        .map(|b| b.first)
+        .chain([next_entry_id(&group.last_delivered_id)])
+        .min_by_key(|id| entry_number(id));
+    Ok(floor)
 }
 
 pub(crate) struct GroupInfo {
     pub last_delivered_id: String,
-    pub pending: u64,
     /// Entries not yet delivered to any consumer (Redis 7 `lag`).
     pub lag: Option<u64>,
 }
@@ -344,7 +403,6 @@ pub(crate) async fn group_info(
         };
         return Ok(Some(GroupInfo {
             last_delivered_id: text("last-delivered-id").unwrap_or_else(|| "0-0".to_owned()),
-            pending: number("pending").unwrap_or(0),
             lag: number("lag"),
         }));
     }

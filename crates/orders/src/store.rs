@@ -1,9 +1,14 @@
 //! The SQL copy of the orders: SQLite (a file path) or PostgreSQL (a
-//! `postgres://` URL), one schema, migrations in `migrations/`.
+//! `postgres://` URL), one schema, migrations in `migrations/<database>/`.
+//!
+//! The orders table has one index, its primary key: a sale's orders are a
+//! range of it. Writing rows is the persister's largest cost, and each
+//! index is paid on every row.
 
+use std::sync::LazyLock;
 use std::time::Duration;
 
-use seckill_engine::{Event, OrderState, Sale};
+use seckill_engine::{Event, OrderId, OrderState, Sale};
 use sqlx::AnyPool;
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
 
@@ -18,8 +23,78 @@ const SQLITE_PRAGMAS: [&str; 3] = [
     "PRAGMA synchronous = NORMAL",
 ];
 
-/// Rows per multi-row statement: well inside both databases' parameter limits.
-const CHUNK: usize = 500;
+/// Rows per multi-row statement are powers of two up to this: well inside
+/// both databases' parameter limits, and few enough statement shapes that
+/// every one stays prepared in the connection's statement cache (sqlx keeps
+/// 100): a batch of any size runs as statements already prepared.
+const CHUNK_BITS: u32 = 9;
+
+/// What an inserted row does to an order already there.
+#[derive(Clone, Copy)]
+enum Upsert {
+    /// A purchase that arrives after its pay/cancel/expiry (another persister
+    /// took its batch over late) fills in what only it carries.
+    Purchase,
+    /// A pay, cancel or expiry moves a pending order, never a settled one.
+    Settle,
+}
+
+/// The largest power of two rows, up to 2^CHUNK_BITS, within `n`.
+fn chunk_len(n: usize) -> usize {
+    let most = 1 << CHUNK_BITS;
+    if n >= most { most } else { 1 << n.ilog2() }
+}
+
+/// The multi-row upsert of 2^k rows (k ≤ CHUNK_BITS), built once.
+fn statement(postgres: bool, upsert: Upsert, rows: usize) -> &'static str {
+    static STATEMENTS: LazyLock<Vec<String>> = LazyLock::new(|| {
+        let mut all = Vec::new();
+        for postgres in [false, true] {
+            for conflict in [
+                "DO UPDATE SET request_id = excluded.request_id, created_ms = excluded.created_ms",
+                "DO UPDATE SET state = excluded.state, updated_ms = excluded.updated_ms \
+                 WHERE orders.state = 'pending_payment'",
+            ] {
+                for k in 0..=CHUNK_BITS {
+                    all.push(upsert_sql(postgres, conflict, 1 << k));
+                }
+            }
+        }
+        all
+    });
+    let per_dialect = 2 * (CHUNK_BITS as usize + 1);
+    let index = usize::from(postgres) * per_dialect
+        + (upsert as usize) * (CHUNK_BITS as usize + 1)
+        + rows.ilog2() as usize;
+    &STATEMENTS[index]
+}
+
+/// `INSERT … VALUES` of `rows` rows of nine parameters, `?` for SQLite
+/// (its numbered parameters get slow in statements with thousands of them),
+/// `$n` for PostgreSQL, then `ON CONFLICT (order_id) <conflict>`.
+fn upsert_sql(postgres: bool, conflict: &str, rows: usize) -> String {
+    let mut sql = String::from(
+        "INSERT INTO orders (order_id, sale_id, generation, user_id, quantity, request_id, \
+         state, created_ms, updated_ms) VALUES ",
+    );
+    for row in 0..rows {
+        sql.push_str(if row > 0 { ",(" } else { "(" });
+        for i in 0..9 {
+            if i > 0 {
+                sql.push(',');
+            }
+            if postgres {
+                sql.push_str(&format!("${}", row * 9 + i + 1));
+            } else {
+                sql.push('?');
+            }
+        }
+        sql.push(')');
+    }
+    sql.push_str(" ON CONFLICT (order_id) ");
+    sql.push_str(conflict);
+    sql
+}
 
 /// An order as SQL holds it.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, sqlx::FromRow)]
@@ -86,7 +161,7 @@ impl Store {
             })
             .connect(&url)
             .await?;
-        migrate(&pool).await?;
+        migrate(&pool, postgres).await?;
         Ok(Self { pool, postgres })
     }
 
@@ -105,33 +180,14 @@ impl Store {
         let (purchases, settled): (Vec<&Event>, Vec<&Event>) = events
             .iter()
             .partition(|e| e.state == OrderState::PendingPayment);
-        for (rows, conflict) in [
-            // A purchase that arrives after its pay/cancel/expiry (another
-            // consumer reclaimed it late) fills in what only it carries.
-            (
-                purchases,
-                "DO UPDATE SET request_id = excluded.request_id, created_ms = excluded.created_ms",
-            ),
-            (
-                settled,
-                "DO UPDATE SET state = excluded.state, updated_ms = excluded.updated_ms \
-                 WHERE orders.state = 'pending_payment'",
-            ),
-        ] {
-            for chunk in dedup_last(rows).chunks(CHUNK) {
-                let mut sql = String::from(
-                    "INSERT INTO orders (order_id, sale_id, generation, user_id, quantity, \
-                     request_id, state, created_ms, updated_ms) VALUES ",
-                );
-                for i in 0..chunk.len() {
-                    if i > 0 {
-                        sql.push(',');
-                    }
-                    sql.push_str(&self.row_placeholders(i * 9, 9));
-                }
-                sql.push_str(" ON CONFLICT (order_id) ");
-                sql.push_str(conflict);
-                let mut query = sqlx::query(&sql);
+        for (rows, upsert) in [(purchases, Upsert::Purchase), (settled, Upsert::Settle)] {
+            let rows = dedup_last(rows);
+            let mut rest = &rows[..];
+            while !rest.is_empty() {
+                let n = chunk_len(rest.len());
+                let (chunk, tail) = rest.split_at(n);
+                rest = tail;
+                let mut query = sqlx::query(statement(self.postgres, upsert, n));
                 for e in chunk {
                     query = query
                         .bind(&e.order_id)
@@ -149,21 +205,6 @@ impl Store {
         }
         tx.commit().await?;
         Ok(())
-    }
-
-    /// `(?, ?, …)` for SQLite, `($n, $n+1, …)` for PostgreSQL. SQLite's
-    /// numbered parameters get slow in statements with thousands of them.
-    fn row_placeholders(&self, first: usize, n: usize) -> String {
-        let params: Vec<String> = (first + 1..=first + n)
-            .map(|i| {
-                if self.postgres {
-                    format!("${i}")
-                } else {
-                    "?".to_owned()
-                }
-            })
-            .collect();
-        format!("({})", params.join(", "))
     }
 
     /// Records a sale (or its new generation, if the id was reused).
@@ -201,9 +242,14 @@ impl Store {
 
     /// Orders of one generation of a sale, by order id.
     pub async fn orders(&self, sale_id: &str, generation: i64) -> Result<Vec<StoredOrder>> {
+        // A range of the primary key: the table has no other index.
+        let (low, high) = OrderId::bounds(sale_id, u64::try_from(generation).ok());
         Ok(sqlx::query_as(&format!(
-            "{SELECT_ORDER} WHERE sale_id = $1 AND generation = $2 ORDER BY order_id"
+            "{SELECT_ORDER} WHERE order_id > $1 AND order_id < $2 AND sale_id = $3 \
+             AND generation = $4 ORDER BY order_id"
         ))
+        .bind(low)
+        .bind(high)
         .bind(sale_id)
         .bind(generation)
         .fetch_all(&self.pool)
@@ -219,13 +265,16 @@ impl Store {
         after: Option<&str>,
         limit: u32,
     ) -> Result<Vec<StoredOrder>> {
+        let (low, high) = OrderId::bounds(sale_id, None);
+        let low = after.map_or(low.clone(), |a| a.max(low.as_str()).to_owned());
         Ok(sqlx::query_as(&format!(
-            "{SELECT_ORDER} WHERE sale_id = $1 AND ($2 IS NULL OR user_id = $2) \
-             AND ($3 IS NULL OR order_id > $3) ORDER BY order_id LIMIT $4"
+            "{SELECT_ORDER} WHERE order_id > $1 AND order_id < $2 AND sale_id = $3 \
+             AND ($4 IS NULL OR user_id = $4) ORDER BY order_id LIMIT $5"
         ))
+        .bind(low)
+        .bind(high)
         .bind(sale_id)
         .bind(user_id)
-        .bind(after)
         .bind(i64::from(limit))
         .fetch_all(&self.pool)
         .await?)
@@ -246,8 +295,13 @@ impl Store {
 /// Brings the schema up to date. SQLite has no migration lock, so two
 /// processes opening a fresh file at once can collide; the loser retries and
 /// then finds the work done.
-async fn migrate(pool: &AnyPool) -> Result<()> {
-    let migrator = sqlx::migrate!("./migrations");
+async fn migrate(pool: &AnyPool, postgres: bool) -> Result<()> {
+    // One set per database: the schemas differ where each is fastest.
+    let migrator = if postgres {
+        sqlx::migrate!("./migrations/postgres")
+    } else {
+        sqlx::migrate!("./migrations/sqlite")
+    };
     let mut attempt = 0;
     loop {
         match migrator.run(pool).await {
@@ -275,4 +329,41 @@ fn dedup_last(events: Vec<&Event>) -> Vec<&Event> {
         .collect();
     kept.reverse();
     kept
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn any_batch_splits_into_the_few_prepared_statement_sizes() {
+        for n in [1, 2, 3, 7, 511, 512, 513, 1_600, 2_000] {
+            let mut rest = n;
+            let mut sizes = Vec::new();
+            while rest > 0 {
+                let k = chunk_len(rest);
+                assert!(k.is_power_of_two() && k <= 1 << CHUNK_BITS, "{n}: {k}");
+                sizes.push(k);
+                rest -= k;
+            }
+            assert!(
+                sizes.len() <= n / 512 + CHUNK_BITS as usize + 1,
+                "{n}: {sizes:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn each_statement_has_nine_parameters_per_row_in_its_dialect() {
+        for k in 0..=CHUNK_BITS {
+            let rows = 1 << k;
+            let sqlite = statement(false, Upsert::Settle, rows);
+            assert_eq!(sqlite.matches('?').count(), 9 * rows);
+            assert!(sqlite.ends_with("WHERE orders.state = 'pending_payment'"));
+            let postgres = statement(true, Upsert::Purchase, rows);
+            assert!(postgres.contains(&format!("${}", 9 * rows)));
+            assert!(!postgres.contains(&format!("${}", 9 * rows + 1)));
+            assert!(postgres.ends_with("created_ms = excluded.created_ms"));
+        }
+    }
 }

@@ -5,7 +5,9 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use seckill_engine::{Engine, Outcome, PurchaseRequest, SaleSpec, Strategy, race};
-use seckill_orders::{Finding, Persister, PersisterConfig, Store, audit, repair_from_sql};
+use seckill_orders::{
+    Finding, Persister, PersisterConfig, Store, audit, repair_from_sql, unpersisted,
+};
 use seckill_testkit::RedisServer;
 
 struct Rig {
@@ -325,7 +327,8 @@ async fn a_redis_that_lost_its_data_is_rebuilt_from_sql() {
 }
 
 #[tokio::test]
-async fn trimming_keeps_every_unacknowledged_entry_and_every_pending_order() {
+async fn trimming_keeps_every_uncommitted_entry_and_every_pending_order_and_abandoned_batches_are_taken_over()
+ {
     let rig = rig().await;
     rig.engine
         .create_sale(&SaleSpec::new("t", 100).payment_timeout_secs(1))
@@ -345,28 +348,26 @@ async fn trimming_keeps_every_unacknowledged_entry_and_every_pending_order() {
     tokio::time::sleep(Duration::from_millis(1_100)).await;
     assert_eq!(rig.engine.expire_due("t", 100).await.unwrap(), 20);
     drain(&rig, "t", "p").await;
-    // A consumer reads 5 new entries and dies without acknowledging them.
+    // A persister reads 5 new entries and cannot commit them (its database
+    // lost its table), then is gone.
     buy_all(&rig.engine, "t", 5).await;
-    let mut conn = redis::Client::open(rig.server.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
+    let dir = tempfile::tempdir().unwrap();
+    let broken = Store::open(dir.path().join("broken.db").to_str().unwrap())
         .await
         .unwrap();
-    let key = "seckill:{sale:t}:orders";
-    let _: redis::Value = redis::cmd("XREADGROUP")
-        .arg("GROUP")
-        .arg("persister")
-        .arg("ghost")
-        .arg("STREAMS")
-        .arg(key)
-        .arg(">")
-        .query_async(&mut conn)
+    sqlx::query("DROP TABLE orders")
+        .execute(broken.pool())
         .await
         .unwrap();
+    let mut ghost = Persister::new(&rig.server.url(), broken, config("ghost"))
+        .await
+        .unwrap();
+    assert!(ghost.round().await.is_err(), "the ghost's commit must fail");
+    drop(ghost);
     buy_all(&rig.engine, "t", 3).await;
     // One persister round trims: the 20 purchases go, the expiry entry (past
     // the sweep's cursor), the ghost's 5 and the 3 undelivered stay (the 3
-    // are then persisted and acknowledged).
+    // are then persisted).
     let mut p = Persister::new(
         &rig.server.url(),
         rig.store.clone(),
@@ -379,23 +380,26 @@ async fn trimming_keeps_every_unacknowledged_entry_and_every_pending_order() {
     .unwrap();
     p.round().await.unwrap();
     p.round().await.unwrap();
+    let mut conn = redis::Client::open(rig.server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
     let len: u64 = redis::cmd("XLEN")
-        .arg(key)
+        .arg("seckill:{sale:t}:orders")
         .query_async(&mut conn)
         .await
         .unwrap();
     assert_eq!(
         len, 9,
-        "trimmed down to the sweep's cursor and the unacknowledged entries"
+        "trimmed down to the sweep's cursor and the uncommitted entries"
     );
-    let pending: (u64,) = redis::cmd("XPENDING")
-        .arg(key)
-        .arg("persister")
-        .query_async::<(u64, redis::Value, redis::Value, redis::Value)>(&mut conn)
-        .await
-        .map(|r| (r.0,))
-        .unwrap();
-    assert_eq!(pending.0, 5);
+    assert_eq!(unpersisted(&mut conn, "t").await.unwrap(), 5);
+    // Once the ghost's batch is old enough, a persister takes it over.
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    drain(&rig, "t", "heir").await;
+    assert_eq!(unpersisted(&mut conn, "t").await.unwrap(), 0);
+    assert_sql_matches_redis(&rig, "t").await;
 }
 
 /// A fresh PostgreSQL database for one test, dropped with the guard.

@@ -1,8 +1,8 @@
 -- One purchase (the `atomic` strategy).
 -- KEYS: 1 sale hash  2 order stream (layout: keys.rs).
--- ARGV: generation, user, quantity, request id ('' = none), and, only for a
---       sale with a per-user limit or a window: limit (0 = none), start ms,
---       end ms (0 = none).
+-- ARGV: generation, user, quantity, request id ('' = none), then, only for
+--       a sale with a per-user limit or a window, its limit (0 = none), then,
+--       only for a sale with a window, start ms and end ms (0 = none).
 -- Returns the new order's stream entry id "<ms>-<n>" (the order is number 0
 -- of that entry), the stored "<ms>-<n>-<i>|<qty>" of the earlier purchase
 -- with this request id, or 'sold_out' | 'limit' | 'not_started' | 'ended' |
@@ -12,7 +12,8 @@
 -- with a window (TIME); 1 for a refusal. Measured in instructions per call
 -- with callgrind, which machine load does not move (`scripts/lua-cost.sh`,
 -- Redis 7.0.15, every call a new buyer and request id):
---   this script, no limit ~60,000; limit 1 ~73,000; the layout before it
+--   this script, no limit ~60,000; limit 1 ~70,000; a refusal ~36,000
+--   (sold out, a repeated request id) to ~41,000 (over the limit); the layout before it
 --   (8 keys, 11-12 calls, commit 1ead010) ~192,000; EVALSHA of `return 1`
 --   with the same arguments ~19,000, the floor of any script here.
 -- What the choices are worth, measured the same way while building it:
@@ -23,7 +24,8 @@
 --   is the stream entry id, and a pending order is its purchase entry;
 -- - limit and window come as arguments, and only for sales that have them
 --   (they never change within a generation, which is checked); each
---   argument costs ~800;
+--   argument costs ~800, and a limit without a window sends one, not three
+--   (a refusal over the limit: ~44,300 with three);
 -- - a buyer's count is kept only when the sale has a limit: with the
 --   previous point, -14,000 for a sale without rules;
 -- - TIME only for a sale with a window: the pay-by time is the entry id's
@@ -36,6 +38,8 @@ local qty = tonumber(ARGV[3])
 local limit = 0
 if ARGV[5] then
   limit = tonumber(ARGV[5])
+end
+if ARGV[6] then
   local start, stop = tonumber(ARGV[6]), tonumber(ARGV[7])
   if start > 0 or stop > 0 then
     local t = redis.call('TIME')

@@ -35,17 +35,23 @@ impl Atomic {
 /// costs Redis time).
 pub(crate) struct SaleArgs {
     generation: String,
-    rules: Option<[String; 3]>,
+    /// Empty without rules; the limit alone; or limit, start and end.
+    rules: Vec<String>,
 }
 
 impl SaleArgs {
     pub fn new(sale: &Sale) -> Self {
-        let ruled = sale.per_user_limit.is_some()
-            || sale.starts_at_ms.is_some()
-            || sale.ends_at_ms.is_some();
+        let windowed = sale.starts_at_ms.is_some() || sale.ends_at_ms.is_some();
+        let rules = if windowed {
+            rules(sale).to_vec()
+        } else if let Some(limit) = sale.per_user_limit {
+            vec![limit.to_string()]
+        } else {
+            Vec::new()
+        };
         Self {
             generation: sale.generation.to_string(),
-            rules: ruled.then(|| rules(sale)),
+            rules,
         }
     }
 
@@ -60,7 +66,7 @@ impl SaleArgs {
         for a in [self.generation.as_str(), user, quantity, request] {
             arg(a);
         }
-        for a in self.rules.iter().flatten() {
+        for a in &self.rules {
             arg(a);
         }
     }
