@@ -329,7 +329,7 @@ async fn start_persister(store: &Store, url: &str) -> Result<Running> {
 /// Waits (at most a minute) for the sale's backlog to drain; answers how long it took.
 async fn drained(url: &str, sale: &str) -> Result<std::time::Duration> {
     let started = std::time::Instant::now();
-    let mut conn = seckill_lock::client(url)?
+    let mut conn = seckill_engine::client(url)?
         .get_multiplexed_async_connection()
         .await?;
     while unpersisted(&mut conn, sale).await? > 0 {

@@ -143,7 +143,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
 
     // Everything in SQL, then the audit.
     let store = Store::open(&database).await?;
-    let mut conn = seckill_lock::client(&redis_url)?
+    let mut conn = seckill_engine::client(&redis_url)?
         .get_multiplexed_async_connection()
         .await?;
     let drain_deadline = Instant::now() + Duration::from_secs(10);

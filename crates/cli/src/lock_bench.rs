@@ -111,10 +111,10 @@ pub async fn run(args: Args) -> Result<ExitCode> {
 
     let mut clients = Vec::new();
     for i in 0..args.clients {
-        let locks = Locks::connect(&target.url)
+        let locks = Locks::new(seckill_engine::client(&target.url)?)
             .await
             .with_context(|| format!("connecting to {}", target.url))?;
-        let conn = seckill_lock::client(&target.url)?
+        let conn = seckill_engine::client(&target.url)?
             .get_multiplexed_async_connection()
             .await?;
         let name = match args.mode {
@@ -184,7 +184,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     let mut wait = Latency::default();
     let mut handoff = Latency::default();
     let mut counter_ok = true;
-    let mut check = seckill_lock::client(&target.url)?
+    let mut check = seckill_engine::client(&target.url)?
         .get_multiplexed_async_connection()
         .await?;
     let mut counts = Vec::new();

@@ -43,7 +43,7 @@ mod scripts;
 mod strategy;
 mod verify;
 
-pub use engine::{Engine, RestoredOrder};
+pub use engine::{Engine, RestoredOrder, client};
 pub use error::{Error, Result};
 pub use event::{Event, OrderId, StreamEntry, entry_number, next_entry_id};
 pub use keys::{MAX_ID_LEN, RESTOCK_CHANNEL, check_id};

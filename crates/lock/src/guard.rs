@@ -7,8 +7,8 @@ use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
 use crate::error::{Error, Result};
+use crate::lease::valid_until;
 use crate::locks::Lock;
-use crate::redlock::drift;
 
 /// Why a guard stopped holding its lock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -193,12 +193,6 @@ impl LostSignal {
             }
         }
     }
-}
-
-/// A grant seen at `asked` with `left` of its `lease` to run is surely valid
-/// until then, less the drift margin.
-pub(crate) fn valid_until(asked: Instant, lease: Duration, left: Duration) -> Instant {
-    asked + left.min(lease).saturating_sub(drift(lease))
 }
 
 /// The watchdog: renews every third of the lease and stops at the first sign

@@ -10,6 +10,8 @@
 //!
 //! Modules:
 //! - `locks`: [`Locks`] (connection and settings) and [`Lock`] (one name).
+//! - `backend`: one server or a Redlock quorum, every operation dispatched once.
+//! - `lease`: how long a grant is surely valid; clock-drift margins.
 //! - `guard`: [`Guard`] (a held lock), [`LostSignal`], the watchdog.
 //! - `single`: the one-server algorithm: queue, hand-off, polling fallback.
 //! - `notify`: routes hand-off notifications to waiting tasks.
@@ -19,9 +21,9 @@
 //! - `error`: [`Error`], the one error type.
 //!
 //! ```no_run
-//! # async fn run() -> Result<(), seckill_lock::Error> {
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
-//! let locks = seckill_lock::Locks::connect("redis://127.0.0.1:6379/").await?;
+//! let locks = seckill_lock::Locks::new(redis::Client::open("redis://127.0.0.1:6379/")?).await?;
 //! let stock = locks.lock("stock:sku-1")?.lease(Duration::from_secs(5));
 //! if let Some(guard) = stock.try_acquire().await? {
 //!     // ... read-modify-write, passing guard.fence() along ...
@@ -30,9 +32,11 @@
 //! # Ok(()) }
 //! ```
 
+mod backend;
 mod error;
 mod guard;
 mod keys;
+mod lease;
 mod locks;
 mod notify;
 mod redlock;
@@ -42,6 +46,4 @@ mod single;
 pub use error::{Error, Result};
 pub use guard::{Guard, Lost, LostSignal};
 pub use keys::MAX_NAME_LEN;
-pub use locks::{
-    DEFAULT_LEASE, DEFAULT_PREFIX, Lock, Locks, LocksBuilder, MAX_LEASE, MIN_LEASE, client,
-};
+pub use locks::{DEFAULT_LEASE, DEFAULT_PREFIX, Lock, Locks, LocksBuilder, MAX_LEASE, MIN_LEASE};

@@ -4,9 +4,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::backend::Backend;
 use crate::error::{Error, Result};
-use crate::guard::{Guard, valid_until};
+use crate::guard::Guard;
 use crate::keys::{self, Keys};
+use crate::lease::valid_until;
 use crate::redlock::Quorum;
 use crate::single::Single;
 
@@ -21,10 +23,15 @@ pub const MAX_LEASE: Duration = Duration::from_secs(24 * 3600);
 
 /// A handle to the lock service: cheap to clone, share it across tasks.
 ///
+/// It takes the `redis::Client` you made, so TLS, authentication and TCP
+/// settings are yours; turn `TCP_NODELAY` on (redis-rs leaves Nagle's
+/// algorithm on, which can add up to 40 ms to a hand-off).
+///
 /// ```no_run
-/// # async fn run() -> Result<(), seckill_lock::Error> {
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// use std::time::Duration;
-/// let locks = seckill_lock::Locks::connect("redis://127.0.0.1:6379/").await?;
+/// let client = redis::Client::open("redis://127.0.0.1:6379/")?;
+/// let locks = seckill_lock::Locks::new(client).await?;
 /// let lock = locks.lock("order:42")?.lease(Duration::from_secs(5));
 /// let guard = lock.acquire(Duration::from_secs(2)).await?;
 /// println!("fence {}", guard.fence());
@@ -41,15 +48,24 @@ struct Shared {
     backend: Backend,
 }
 
-pub(crate) enum Backend {
-    Single(Single),
-    Quorum(Quorum),
+impl std::fmt::Debug for Locks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let backend = match self.shared.backend {
+            Backend::Single(_) => "single server",
+            Backend::Quorum(_) => "redlock",
+        };
+        f.debug_struct("Locks")
+            .field("prefix", &self.shared.prefix)
+            .field("backend", &backend)
+            .finish()
+    }
 }
 
 impl Locks {
-    /// Connects to one Redis server with the default prefix.
-    pub async fn connect(url: &str) -> Result<Self> {
-        Self::builder().connect(url).await
+    /// Locks on the one Redis server `client` points at, with the default
+    /// prefix. Connects now (a connection and a subscription).
+    pub async fn new(client: redis::Client) -> Result<Self> {
+        Self::builder().connect(client).await
     }
 
     /// Settings other than the defaults.
@@ -76,7 +92,7 @@ impl Locks {
     }
 }
 
-/// Builds a [`Locks`]: `Locks::builder().prefix("shop:lock").connect(url)`.
+/// Builds a [`Locks`]: `Locks::builder().prefix("shop:lock").connect(client)`.
 #[derive(Clone, Debug)]
 pub struct LocksBuilder {
     prefix: String,
@@ -96,30 +112,25 @@ impl LocksBuilder {
         self
     }
 
-    /// Connects to one Redis server (or one cluster shard: a lock's keys
-    /// share a hash tag).
-    pub async fn connect(self, url: &str) -> Result<Locks> {
+    /// Locks on the one Redis server `client` points at (or one cluster
+    /// shard: a lock's keys share a hash tag).
+    pub async fn connect(self, client: redis::Client) -> Result<Locks> {
         keys::check("prefix", &self.prefix, 256)?;
-        let client = client(url)?;
         let channel = format!("{}:notify:{}", self.prefix, keys::token());
         let backend = Backend::Single(Single::connect(client, channel).await?);
         Ok(self.build(backend))
     }
 
-    /// Redlock over independent masters (an odd number, normally 3 or 5).
-    /// Masters that are down now are retried on every call.
-    pub async fn redlock<S: AsRef<str>>(self, urls: &[S]) -> Result<Locks> {
+    /// Redlock over independent masters, one client each (an odd number,
+    /// normally 3 or 5). Masters that are down now are retried on every call.
+    pub fn redlock(self, clients: Vec<redis::Client>) -> Result<Locks> {
         keys::check("prefix", &self.prefix, 256)?;
-        if urls.is_empty() {
+        if clients.is_empty() {
             return Err(Error::Invalid {
                 what: "redlock masters",
-                reason: "at least one URL is needed".to_owned(),
+                reason: "at least one is needed".to_owned(),
             });
         }
-        let clients = urls
-            .iter()
-            .map(|u| client(u.as_ref()))
-            .collect::<Result<Vec<_>>>()?;
         let quorum = Quorum::new(clients, self.node_timeout);
         Ok(self.build(Backend::Quorum(quorum)))
     }
@@ -134,18 +145,8 @@ impl LocksBuilder {
     }
 }
 
-/// A `redis::Client` for `url` with `TCP_NODELAY` on: redis-rs leaves Nagle's
-/// algorithm enabled, which adds up to 40 ms to small writes after a read.
-pub fn client(url: &str) -> Result<redis::Client> {
-    use redis::IntoConnectionInfo;
-    let info = url
-        .into_connection_info()?
-        .set_tcp_settings(redis::io::tcp::TcpSettings::default().set_nodelay(true));
-    Ok(redis::Client::open(info)?)
-}
-
 /// One named lock and how to take it. Clone it freely.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct Lock {
     pub(crate) locks: Locks,
     pub(crate) keys: Arc<Keys>,
@@ -178,10 +179,11 @@ impl Lock {
         let token = keys::token();
         let pending = Pending::new(self, &token);
         let started = Instant::now();
-        let fence = match self.locks.backend() {
-            Backend::Single(s) => s.try_grant(&self.keys, &token, self.lease).await,
-            Backend::Quorum(q) => q.try_grant(&self.keys, &token, self.lease).await,
-        };
+        let fence = self
+            .locks
+            .backend()
+            .try_grant(&self.keys, &token, self.lease)
+            .await;
         pending.settle(&fence);
         let until = valid_until(started, self.lease, self.lease);
         Ok(fence?.map(|fence| Guard::new(self.clone(), token, fence, until)))
@@ -193,10 +195,11 @@ impl Lock {
         self.check_lease()?;
         let token = keys::token();
         let pending = Pending::new(self, &token);
-        let grant = match self.locks.backend() {
-            Backend::Single(s) => s.wait_grant(&self.keys, &token, self.lease, timeout).await,
-            Backend::Quorum(q) => q.wait_grant(&self.keys, &token, self.lease, timeout).await,
-        };
+        let grant = self
+            .locks
+            .backend()
+            .wait_grant(&self.keys, &token, self.lease, timeout)
+            .await;
         pending.settle(&grant);
         let (fence, until) = grant?;
         Ok(Guard::new(self.clone(), token, fence, until))
@@ -216,17 +219,11 @@ impl Lock {
     }
 
     pub(crate) async fn release(&self, token: &str) -> Result<bool> {
-        match self.locks.backend() {
-            Backend::Single(s) => s.release(&self.keys, token).await,
-            Backend::Quorum(q) => q.release(&self.keys, token).await,
-        }
+        self.locks.backend().release(&self.keys, token).await
     }
 
     pub(crate) async fn extend(&self, token: &str, lease: Duration) -> Result<bool> {
-        match self.locks.backend() {
-            Backend::Single(s) => s.extend(&self.keys, token, lease).await,
-            Backend::Quorum(q) => q.extend(&self.keys, token, lease).await,
-        }
+        self.locks.backend().extend(&self.keys, token, lease).await
     }
 }
 
@@ -261,10 +258,7 @@ impl Drop for Pending {
             return;
         };
         runtime.spawn(async move {
-            let outcome = match lock.locks.backend() {
-                Backend::Single(s) => s.abandon(&lock.keys, &token).await,
-                Backend::Quorum(q) => q.release(&lock.keys, &token).await.map(drop),
-            };
+            let outcome = lock.locks.backend().abandon(&lock.keys, &token).await;
             if let Err(e) = outcome {
                 tracing::warn!(lock = %lock.keys.name, error = %e, "clean-up of an abandoned acquire failed");
             }

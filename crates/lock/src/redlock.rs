@@ -19,10 +19,9 @@ use redis::aio::ConnectionManager;
 use tokio::sync::OnceCell;
 
 use crate::error::{Error, Result};
-use crate::guard::valid_until;
 use crate::keys::Keys;
+use crate::lease::{drift, millis, valid_until};
 use crate::scripts::{SCRIPTS, run};
-use crate::single::millis;
 
 /// Waiters retry after a random delay up to this long.
 const RETRY_MAX_DELAY: Duration = Duration::from_millis(20);
@@ -211,10 +210,4 @@ impl Quorum {
             })
         }
     }
-}
-
-/// Allowance for clock drift between this process and Redis over one lease,
-/// as the Redlock description suggests: 1% of the lease plus 2 ms.
-pub(crate) fn drift(lease: Duration) -> Duration {
-    lease / 100 + Duration::from_millis(2)
 }

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 use redis::aio::ConnectionManager;
 
 use crate::error::{Error, Result};
-use crate::guard::valid_until;
 use crate::keys::Keys;
+use crate::lease::{millis, remaining, valid_until};
 use crate::notify::Notifier;
 use crate::scripts::{SCRIPTS, run};
 
@@ -169,13 +169,4 @@ impl Single {
         let _: (i64, i64) = run(&mut self.conn(), &SCRIPTS.withdraw, keys, &[token, "0"]).await?;
         Ok(())
     }
-}
-
-/// A PTTL answer as a duration (0 when the key has no expiry or is gone).
-fn remaining(pttl: i64) -> Duration {
-    Duration::from_millis(u64::try_from(pttl).unwrap_or(0))
-}
-
-pub(crate) fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

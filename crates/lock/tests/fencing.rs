@@ -7,7 +7,8 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use seckill_lock::Locks;
+mod common;
+
 use seckill_testkit::RedisServer;
 
 /// The protected resource: a Redis value that only accepts writes carrying
@@ -44,7 +45,7 @@ async fn frozen_holder() {
     let Ok(url) = std::env::var("SECKILL_TEST_CHILD_URL") else {
         return;
     };
-    let locks = Locks::connect(&url).await.unwrap();
+    let locks = common::connect(&url).await;
     let guard = locks
         .lock("fenced")
         .unwrap()
@@ -85,7 +86,7 @@ async fn a_holder_paused_past_its_lease_cannot_write_through_the_fence() {
     // Freeze the holder for twice its lease: its watchdog cannot renew.
     // SAFETY: signals to our own child process.
     unsafe { libc::kill(child.id() as i32, libc::SIGSTOP) };
-    let locks = Locks::connect(&server.url()).await.unwrap();
+    let locks = common::connect(&server.url()).await;
     let guard = locks
         .lock("fenced")
         .unwrap()

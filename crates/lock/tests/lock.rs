@@ -26,7 +26,7 @@ async fn mutual_exclusion_keeps_an_unprotected_counter_exact() {
     let server = RedisServer::start().unwrap();
     let mut clients = Vec::new();
     for _ in 0..4 {
-        clients.push(Locks::connect(&server.url()).await.unwrap());
+        clients.push(common::connect(&server.url()).await);
     }
     let fences = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
@@ -61,8 +61,8 @@ async fn mutual_exclusion_keeps_an_unprotected_counter_exact() {
 #[tokio::test]
 async fn try_acquire_is_refused_while_held_and_fences_grow() {
     let server = RedisServer::start().unwrap();
-    let a = Locks::connect(&server.url()).await.unwrap();
-    let b = Locks::connect(&server.url()).await.unwrap();
+    let a = common::connect(&server.url()).await;
+    let b = common::connect(&server.url()).await;
     let first = take(&a, "x").await.unwrap();
     assert!(take(&b, "x").await.is_none());
     assert!(take(&b, "other").await.is_some());
@@ -76,7 +76,7 @@ async fn try_acquire_is_refused_while_held_and_fences_grow() {
 async fn lease_expiry_hands_the_lock_to_a_waiter_when_the_holder_vanishes() {
     let server = RedisServer::start().unwrap();
     let lease = Duration::from_millis(400);
-    let holder = Locks::connect(&server.url()).await.unwrap();
+    let holder = common::connect(&server.url()).await;
     let guard = holder
         .lock("job")
         .unwrap()
@@ -88,7 +88,7 @@ async fn lease_expiry_hands_the_lock_to_a_waiter_when_the_holder_vanishes() {
     // Vanish: no release, connection closed.
     std::mem::forget(guard);
     drop(holder);
-    let waiter = Locks::connect(&server.url()).await.unwrap();
+    let waiter = common::connect(&server.url()).await;
     let started = Instant::now();
     let guard = waiter
         .lock("job")
@@ -112,7 +112,7 @@ async fn child_holder() {
     let Ok(url) = std::env::var("SECKILL_TEST_CHILD_URL") else {
         return;
     };
-    let locks = Locks::connect(&url).await.unwrap();
+    let locks = common::connect(&url).await;
     let guard = locks
         .lock("crash")
         .unwrap()
@@ -142,7 +142,7 @@ async fn holder_process_killed_blocks_no_longer_than_its_lease() {
         .find_map(|l| l.ok().filter(|l| l.starts_with("ACQUIRED")))
         .expect("child acquired");
     let child_fence: u64 = line["ACQUIRED ".len()..].trim().parse().unwrap();
-    let locks = Locks::connect(&server.url()).await.unwrap();
+    let locks = common::connect(&server.url()).await;
     let lock = locks.lock("crash").unwrap();
     assert!(lock.try_acquire().await.unwrap().is_none());
     child.kill().unwrap();
@@ -160,7 +160,7 @@ async fn holder_process_killed_blocks_no_longer_than_its_lease() {
 #[tokio::test]
 async fn release_and_extend_by_a_former_holder_are_refused() {
     let server = RedisServer::start().unwrap();
-    let locks = Locks::connect(&server.url()).await.unwrap();
+    let locks = common::connect(&server.url()).await;
     let short = locks.lock("res").unwrap().lease(Duration::from_millis(100));
     let stale = short.try_acquire().await.unwrap().unwrap();
     tokio::time::sleep(Duration::from_millis(150)).await;
@@ -179,7 +179,7 @@ async fn release_and_extend_by_a_former_holder_are_refused() {
 #[tokio::test]
 async fn a_stale_guard_cannot_release_after_the_key_was_overwritten() {
     let server = RedisServer::start().unwrap();
-    let locks = Locks::connect(&server.url()).await.unwrap();
+    let locks = common::connect(&server.url()).await;
     let guard = take(&locks, "res").await.unwrap();
     let mut conn = raw(&server).await;
     let () = conn
@@ -195,12 +195,12 @@ async fn a_stale_guard_cannot_release_after_the_key_was_overwritten() {
 async fn watchdog_keeps_the_lock_past_its_lease_and_reports_deletion() {
     let server = RedisServer::start().unwrap();
     let lease = Duration::from_millis(300);
-    let locks = Locks::connect(&server.url()).await.unwrap();
+    let locks = common::connect(&server.url()).await;
     let lock = locks.lock("wd").unwrap().lease(lease).watchdog(true);
     let guard = lock.try_acquire().await.unwrap().unwrap();
     tokio::time::sleep(lease * 3 + Duration::from_millis(100)).await;
     assert!(!guard.is_lost());
-    let other = Locks::connect(&server.url()).await.unwrap();
+    let other = common::connect(&server.url()).await;
     assert!(take(&other, "wd").await.is_none());
 
     let mut lost = guard.lost();
@@ -222,7 +222,7 @@ async fn watchdog_keeps_the_lock_past_its_lease_and_reports_deletion() {
 #[tokio::test]
 async fn without_watchdog_the_lost_signal_fires_at_lease_end() {
     let server = RedisServer::start().unwrap();
-    let locks = Locks::connect(&server.url()).await.unwrap();
+    let locks = common::connect(&server.url()).await;
     let lease = Duration::from_millis(200);
     let guard = locks
         .lock("nowd")
@@ -246,7 +246,7 @@ async fn without_watchdog_the_lost_signal_fires_at_lease_end() {
 #[tokio::test]
 async fn waiters_are_woken_fast_and_in_arrival_order() {
     let server = RedisServer::start().unwrap();
-    let locks = Locks::connect(&server.url()).await.unwrap();
+    let locks = common::connect(&server.url()).await;
     let lock = locks.lock("fifo").unwrap();
 
     // Order: ten waiters queue one after another while the lock is held.
@@ -294,7 +294,7 @@ async fn waiters_are_woken_fast_and_in_arrival_order() {
 #[tokio::test]
 async fn a_timed_out_or_cancelled_waiter_does_not_block_the_queue() {
     let server = RedisServer::start().unwrap();
-    let locks = Locks::connect(&server.url()).await.unwrap();
+    let locks = common::connect(&server.url()).await;
     let lock = locks.lock("cancel").unwrap();
     let holder = lock.try_acquire().await.unwrap().unwrap();
 
@@ -340,7 +340,7 @@ async fn a_timed_out_or_cancelled_waiter_does_not_block_the_queue() {
 #[tokio::test]
 async fn a_dropped_guard_releases_in_the_background() {
     let server = RedisServer::start().unwrap();
-    let locks = Locks::connect(&server.url()).await.unwrap();
+    let locks = common::connect(&server.url()).await;
     let lock = locks.lock("drop").unwrap();
     drop(lock.try_acquire().await.unwrap().unwrap());
     let guard = lock.acquire(Duration::from_millis(500)).await.unwrap();
@@ -350,7 +350,7 @@ async fn a_dropped_guard_releases_in_the_background() {
 #[tokio::test]
 async fn scripts_reload_after_flush_and_the_client_survives_a_restart() {
     let mut server = RedisServer::start().unwrap();
-    let locks = Locks::connect(&server.url()).await.unwrap();
+    let locks = common::connect(&server.url()).await;
     let lock = locks.lock("r").unwrap();
     lock.try_acquire()
         .await
@@ -389,7 +389,7 @@ async fn scripts_reload_after_flush_and_the_client_survives_a_restart() {
 #[tokio::test]
 async fn bad_names_and_leases_are_refused() {
     let server = RedisServer::start().unwrap();
-    let locks = Locks::connect(&server.url()).await.unwrap();
+    let locks = common::connect(&server.url()).await;
     for name in ["", "a{b}", "x y", "a|b", &"n".repeat(513)] {
         assert!(
             matches!(locks.lock(name), Err(Error::Invalid { .. })),
@@ -419,7 +419,7 @@ async fn bad_names_and_leases_are_refused() {
     assert!(
         Locks::builder()
             .prefix("a}b")
-            .connect(&server.url())
+            .connect(redis::Client::open(server.url()).unwrap())
             .await
             .is_err()
     );

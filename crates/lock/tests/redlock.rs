@@ -11,8 +11,11 @@ mod common;
 use common::take;
 
 async fn redlock(servers: &[RedisServer]) -> Locks {
-    let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
-    Locks::builder().redlock(&urls).await.unwrap()
+    let clients = servers
+        .iter()
+        .map(|s| redis::Client::open(s.url()).unwrap())
+        .collect();
+    Locks::builder().redlock(clients).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

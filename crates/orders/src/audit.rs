@@ -238,7 +238,7 @@ fn live_units(orders: impl Iterator<Item = (OrderState, u32)>) -> u64 {
 }
 
 async fn stream_connection(redis_url: &str) -> Result<redis::aio::MultiplexedConnection> {
-    let client = seckill_lock::client(redis_url).map_err(seckill_engine::Error::from)?;
+    let client = seckill_engine::client(redis_url)?;
     Ok(client.get_multiplexed_async_connection().await?)
 }
 

@@ -99,7 +99,7 @@ impl Persister {
     /// is away its rounds fail and are retried, and it reconnects by itself.
     pub async fn new(redis_url: &str, store: Store, config: PersisterConfig) -> Result<Self> {
         let engine = Engine::connect_lazy(redis_url)?;
-        let client = seckill_lock::client(redis_url).map_err(seckill_engine::Error::from)?;
+        let client = seckill_engine::client(redis_url)?;
         let conn_config = redis::aio::ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(1)))
             .set_response_timeout(Some(Duration::from_secs(2)))

@@ -56,8 +56,6 @@ pub enum Error {
     Engine(#[from] seckill_engine::Error),
     #[error(transparent)]
     Orders(#[from] seckill_orders::Error),
-    #[error(transparent)]
-    Lock(#[from] seckill_lock::Error),
     #[error("listen: {0}")]
     Io(#[from] std::io::Error),
 }
