@@ -123,7 +123,7 @@ p("Each run creates a fresh sale per strategy on a private redis-server, races t
   "strategy's own plain commands in `INFO commandstats` over the purchases "
   "answered; `cpu µs` is redis-server's CPU time per purchase.\n")
 p("`--compare` adds `redis-benchmark -c 50 -n 200000 -r 1000000` of `EVALSHA` of "
-  "the source articles' check+DECR script and of the engine's purchase script "
+  "the classic check+DECR script and of the engine's purchase script "
   "(random user and request id, a sale that never sells out), at `-P 1` and `-P 16`.\n")
 
 
@@ -144,7 +144,7 @@ def baselines_table(bases):
                    num(b["requests_per_s"]), num(b["redis_us_per_call"], 2)] for b in bases])
 
 
-p("### All strategies, the articles' scenario (1,000 units, 10,000 buyers)\n")
+p("### All strategies, the classic scenario (1,000 units, 10,000 buyers)\n")
 p("```sh\nseckill bench --strategy all --stock 1000 --buyers 10000 --concurrency 256 "
   "--per-user-limit 1 --compare --json\n```\n")
 strategies, bases = split(lines("all.jsonl"))
@@ -167,11 +167,11 @@ for s in ["atomic", "coalesced"]:
         continue
     r = strategies[0]
     full = baseline(bases, "full purchase", 16)
-    seed = baseline(bases, "seed", 16)
+    classic = baseline(bases, "classic", 16)
     rows.append([s, num(r["purchases_per_s"]), num(r["p50_ms"], 1), num(r["p99_ms"], 1),
                  num(r.get("redis_us_per_purchase"), 2), num(r.get("redis_cpu_us_per_purchase"), 2),
                  num(full and full["requests_per_s"]), num(full and full["redis_us_per_call"], 2),
-                 num(seed and seed["redis_us_per_call"], 2),
+                 num(classic and classic["redis_us_per_call"], 2),
                  num(full and r["purchases_per_s"] / full["requests_per_s"], 2),
                  "yes" if r["ok"] else "NO"])
 p(table(["strategy", "purchases/s", "p50 ms", "p99 ms", "redis µs", "cpu µs",
@@ -188,13 +188,13 @@ p("`--compare` also runs the purchase script where every call is refused, 50 cli
   "request id of an earlier purchase (answered with that order). From the `atomic` run "
   "above:\n")
 strategies, bases = split(lines("prod-atomic.jsonl"))
-seed = baseline(bases, "seed", 16)
+classic = baseline(bases, "classic", 16)
 rows = []
 for b in bases:
     if "refusing" in b["baseline"] or "repeated" in b["baseline"]:
         rows.append([b["baseline"].replace("redis-benchmark purchase script ", ""),
                      num(b["requests_per_s"]), num(b["redis_us_per_call"], 2),
-                     num(seed and b["redis_us_per_call"] / seed["redis_us_per_call"], 2)])
+                     num(classic and b["redis_us_per_call"] / classic["redis_us_per_call"], 2)])
 p(table(["purchase script", "requests/s", "redis µs per call",
          "ratio to same-run check+DECR ×"], rows))
 p("")
@@ -211,7 +211,7 @@ if cost:
       "request id):\n")
     names = {
         "return_1_same_arguments": "`return 1` with the purchase's arguments (the floor of any script)",
-        "seed_check_decr": "the source articles' check+DECR",
+        "classic_check_decr": "the classic check+DECR",
         "purchase_no_limit": "`atomic` purchase, no per-user limit",
         "purchase_limit_1": "`atomic` purchase, limit 1",
         "refusal_sold_out": "`atomic` refusal: sold out",

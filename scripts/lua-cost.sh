@@ -61,7 +61,7 @@ cost() {
 KEYS=(2 'seckill:{sale:b}:sale' 'seckill:{sale:b}:orders')
 echo 'return 1' >"$WORK/one.lua"
 cost return_1_same_arguments "$WORK/one.lua" "$N" 0 - "${KEYS[@]}" 123 u__rand_int__ 1 r__rand_int__
-cost seed_check_decr "$LUA/seed_decr.lua" "$N" 0 - 1 'seckill:{sale:b}:stock'
+cost classic_check_decr "$LUA/classic_decr.lua" "$N" 0 - 1 'seckill:{sale:b}:stock'
 cost purchase_no_limit "$LUA/purchase.lua" "$N" 1 - "${KEYS[@]}" 123 u__rand_int__ 1 r__rand_int__
 cost purchase_limit_1 "$LUA/purchase.lua" "$N" 1 - "${KEYS[@]}" 123 u__rand_int__ 1 r__rand_int__ 1
 cost refusal_sold_out "$LUA/purchase.lua" "$N" 0 "left 0" "${KEYS[@]}" 123 u__rand_int__ 1 r__rand_int__

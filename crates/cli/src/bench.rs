@@ -54,7 +54,7 @@ pub struct Args {
     #[arg(long)]
     persist_to: Option<String>,
     /// Also run `redis-benchmark` (50 clients, -P 1 and -P 16) with the
-    /// seeds' check+DECR script and the full purchase script, same server.
+    /// classic check+DECR script and the full purchase script, same server.
     #[arg(long)]
     compare: bool,
     /// Print one JSON object per strategy (and per baseline) per line.
@@ -360,11 +360,11 @@ fn buyers(count: u64) -> Vec<PurchaseRequest> {
 /// the Redis command time per call it cost.
 async fn compare(engine: &Engine, target: &Target, run_id: &str) -> Result<Vec<Baseline>> {
     let (host, port) = target.host_port()?;
-    let seed_sale = format!("rb-{run_id}-seed");
+    let classic_sale = format!("rb-{run_id}-classic");
     let full_sale = format!("rb-{run_id}-full");
     engine
         .create_sale(
-            &SaleSpec::new(&seed_sale, seckill_engine::MAX_STOCK)
+            &SaleSpec::new(&classic_sale, seckill_engine::MAX_STOCK)
                 .inventory(Strategy::Lua.inventory()),
         )
         .await?;
@@ -374,13 +374,13 @@ async fn compare(engine: &Engine, target: &Target, run_id: &str) -> Result<Vec<B
                 .inventory(Strategy::Atomic.inventory()),
         )
         .await?;
-    let seed = engine.seed_command(&seed_sale).await?;
+    let classic = engine.classic_decr_command(&classic_sale).await?;
     let full = engine
         .purchase_command(&full_sale, "u__rand_int__", "r__rand_int__")
         .await?;
     let refusals = refusal_commands(engine, run_id).await?;
     let mut runs: Vec<(&str, &Vec<String>, &[u32])> = vec![
-        ("seed check+DECR script", &seed, &[1, 16]),
+        ("classic check+DECR script", &classic, &[1, 16]),
         ("full purchase script", &full, &[1, 16]),
     ];
     for (name, _, command) in &refusals {
@@ -410,7 +410,7 @@ async fn compare(engine: &Engine, target: &Target, run_id: &str) -> Result<Vec<B
         anyhow::ensure!(events == 1, "baseline `{name}` made {} orders", events - 1);
         engine.delete_sale(sale).await?;
     }
-    engine.delete_sale(&seed_sale).await?;
+    engine.delete_sale(&classic_sale).await?;
     engine.delete_sale(&full_sale).await?;
     Ok(baselines)
 }

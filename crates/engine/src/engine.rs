@@ -26,7 +26,10 @@ fn manager_config() -> ConnectionManagerConfig {
 /// An order to write back with [`Engine::restore_sale`].
 #[derive(Clone, Debug)]
 pub struct RestoredOrder {
+    /// The order, with its current state.
     pub info: OrderInfo,
+    /// The purchase's request id, if it had one: restored so a retry is
+    /// still answered `Duplicate`.
     pub request_id: Option<String>,
 }
 
@@ -47,6 +50,19 @@ pub struct Engine {
     /// Made on first use by the `lock` strategy: it needs a subscription.
     locks: std::sync::Arc<tokio::sync::OnceCell<seckill_lock::Locks>>,
     coalescer: CoalescerConfig,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The address only: the client's full connection info holds the password.
+        f.debug_struct("Engine")
+            .field(
+                "redis",
+                &self.client.get_connection_info().addr().to_string(),
+            )
+            .field("coalescer", &self.coalescer)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A `redis::Client` for `url` with `TCP_NODELAY` on, as every connection
@@ -382,9 +398,9 @@ impl Engine {
 
     /// The command line that runs the classic check-and-decrement script
     /// on sale `id`'s stock (a counter-inventory sale). Loads the script.
-    pub async fn seed_command(&self, id: &str) -> Result<Vec<String>> {
+    pub async fn classic_decr_command(&self, id: &str) -> Result<Vec<String>> {
         let keys = SaleKeys::new(id)?;
-        let sha = self.load(&SCRIPTS.seed_decr).await?;
+        let sha = self.load(&SCRIPTS.classic_decr).await?;
         Ok(vec!["EVALSHA".to_owned(), sha, "1".to_owned(), keys.stock])
     }
 

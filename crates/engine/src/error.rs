@@ -1,6 +1,7 @@
 /// Everything the engine can fail with. Refusals a buyer should see (sold
 /// out, over the limit, ...) are not errors: they are [`crate::Outcome`]s.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// Redis answered with an error or could not be reached. The purchase may
     /// or may not have been applied; retry with the same request id.
@@ -12,6 +13,8 @@ pub enum Error {
     #[error("batched purchase failed: {0}")]
     Batch(String),
 
+    /// The `lock` strategy's sale lock failed (Redis error, timeout, no
+    /// quorum); nothing was written.
     #[error("lock: {0}")]
     Lock(#[from] seckill_lock::Error),
 
@@ -19,9 +22,12 @@ pub enum Error {
     #[error("lock on sale `{0}` was lost before the write")]
     LockLost(String),
 
+    /// No sale has this id (never created, or its keys are gone).
     #[error("sale `{0}` not found")]
     SaleNotFound(String),
 
+    /// No order has this id in Redis (unknown, or of a sale or generation
+    /// that is gone).
     #[error("order `{0}` not found")]
     OrderNotFound(String),
 
@@ -29,33 +35,48 @@ pub enum Error {
     /// order, cancelling a paid one).
     #[error("order `{order_id}` is {}", state.as_str())]
     OrderConflict {
+        /// The order that refused the change.
         order_id: String,
+        /// The state it is already in.
         state: crate::lifecycle::OrderState,
     },
 
+    /// `create_sale` with an id that is already taken; nothing was changed.
     #[error("sale `{0}` already exists")]
     SaleExists(String),
 
     /// Input that can never be valid: names the field and why.
     #[error("invalid {field}: {reason}")]
-    Invalid { field: &'static str, reason: String },
+    Invalid {
+        /// The offending field or argument.
+        field: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
 
     /// A strategy that cannot serve this sale (the `list` strategy needs a
     /// sale created with token-list inventory, every other one a counter).
     #[error("strategy `{strategy}` cannot sell sale `{sale}` ({reason})")]
     Unsupported {
+        /// Name of the strategy, as in [`crate::Strategy::name`].
         strategy: &'static str,
+        /// The sale id.
         sale: String,
+        /// Which inventory the strategy needed.
         reason: &'static str,
     },
 
     /// `watch` kept losing the race to other buyers and gave up.
     #[error("gave up after {attempts} conflicting attempts")]
-    Contention { attempts: u64 },
+    Contention {
+        /// How many `WATCH`/`EXEC` rounds were tried.
+        attempts: u64,
+    },
 
     /// The engine is shutting down.
     #[error("engine closed")]
     Closed,
 }
 
+/// Result alias for this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -33,7 +33,10 @@ const MAX_ORDER_ID_LEN: usize = 160;
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct OrderId {
+    /// The sale id.
     pub sale: String,
+    /// The sale's generation (its creation time in ms), which tells apart
+    /// two sales that reused an id.
     pub generation: u64,
     /// Time of the purchase entry, ms since the Unix epoch.
     pub ms: u64,
@@ -139,7 +142,9 @@ impl std::str::FromStr for OrderId {
 /// One stream entry as Redis holds it: its id and its pairs, in order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StreamEntry {
+    /// The entry id, `<ms>-<n>`.
     pub id: String,
+    /// Its name/value pairs, in stream order (names can repeat).
     pub fields: Vec<(String, String)>,
 }
 
@@ -255,10 +260,15 @@ fn owned_text(value: Value) -> Result<String> {
 /// One order event, decoded from a stream entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Event {
+    /// The order id, as [`OrderId`] formats it.
     pub order_id: String,
+    /// The sale the order belongs to.
     pub sale_id: String,
+    /// The sale's generation (creation time in ms) the order was bought in.
     pub generation: i64,
+    /// The buyer.
     pub user_id: String,
+    /// Units of the order.
     pub quantity: i64,
     /// Only purchases carry it.
     pub request_id: Option<String>,
@@ -266,7 +276,7 @@ pub struct Event {
     pub state: OrderState,
     /// When the order was bought (ms since the Unix epoch).
     pub created_ms: i64,
-    /// When this event happened.
+    /// When this event happened (ms since the Unix epoch).
     pub at_ms: i64,
 }
 

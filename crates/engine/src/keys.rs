@@ -44,7 +44,8 @@ pub fn check_id(field: &'static str, id: &str) -> Result<()> {
 /// - `persisting`: hash of the stream ranges persisters have read but not yet
 ///   committed to SQL (written by the `orders` crate's persister).
 ///
-/// The baselines keep the source articles' keys: `stock` (a counter),
+/// The baselines keep the classic recipes' keys (README, "The classic
+/// strategies"): `stock` (a counter),
 /// `tokens` (a list), `users` (hash user -> units) and per-day order records.
 #[derive(Clone, Debug)]
 pub(crate) struct SaleKeys {
@@ -78,7 +79,7 @@ impl SaleKeys {
         })
     }
 
-    /// The seeds' per-day order record (`YYYYMMDD`), kept by the baseline
+    /// The classic strategies' per-day order record (`YYYYMMDD`), kept by the baseline
     /// strategies.
     pub fn day(&self, day: &str) -> String {
         format!("{}:orders:{day}", self.base)

@@ -9,7 +9,8 @@
 //! - `event`: [`OrderId`], [`StreamEntry`], [`Event`]: the formats of order
 //!   ids and of the order events in a sale's stream.
 //! - `strategy`: [`Strategy`] and [`Purchaser`], one module per strategy:
-//!   `locked`, `watch`, `list`, `lua` (the source articles' ways) and
+//!   `locked`, `watch`, `list`, `lua` (the classic strategies, see the
+//!   README) and
 //!   `atomic`, `coalesced` (the production path).
 //! - `records`: the baselines' order records, and [`LedgerEntry`].
 //! - `race`: [`race()`], many concurrent buyers through one purchaser.
@@ -29,6 +30,8 @@
 //! assert!(matches!(outcome, Outcome::Ok(_)));
 //! # Ok(()) }
 //! ```
+
+#![warn(missing_docs, missing_debug_implementations)]
 
 mod engine;
 mod error;

@@ -11,13 +11,18 @@ use crate::event::OrderId;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OrderState {
+    /// Bought, holding its units, waiting to be paid by its pay-by time.
     PendingPayment,
+    /// Paid: the units are the buyer's for good.
     Paid,
+    /// Cancelled before payment; its units went back to the sale.
     Cancelled,
+    /// Not paid in time; its units went back to the sale.
     Expired,
 }
 
 impl OrderState {
+    /// The snake_case name, as stored in Redis and serialized.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::PendingPayment => "pending_payment",
@@ -27,6 +32,7 @@ impl OrderState {
         }
     }
 
+    /// The state [`OrderState::as_str`] names; `None` for any other text.
     pub fn parse(s: &str) -> Option<Self> {
         Some(match s {
             "pending_payment" => Self::PendingPayment,
@@ -46,10 +52,15 @@ impl OrderState {
 /// An order as Redis holds it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct OrderInfo {
+    /// The order id, as [`crate::OrderId`] formats it.
     pub order_id: String,
+    /// The sale it was bought from.
     pub sale_id: String,
+    /// The buyer.
     pub user_id: String,
+    /// Units bought.
     pub quantity: u32,
+    /// Where it stands now.
     pub state: OrderState,
     /// Pay-by time, ms since the Unix epoch.
     pub pay_by_ms: u64,

@@ -11,7 +11,9 @@ pub const MAX_QUANTITY: u32 = 1_000;
 /// One buyer asking for units of a sale.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PurchaseRequest {
+    /// The buyer; counted against the sale's per-user limit.
     pub user_id: String,
+    /// Units asked for, 1 to [`MAX_QUANTITY`] (baseline strategies: only 1).
     pub quantity: u32,
     /// Retrying with the same id returns the first purchase instead of
     /// buying again (`atomic` and `coalesced` strategies).
@@ -28,11 +30,14 @@ impl PurchaseRequest {
         }
     }
 
+    /// Asks for `quantity` units instead of one.
     pub fn quantity(mut self, quantity: u32) -> Self {
         self.quantity = quantity;
         self
     }
 
+    /// Sets the idempotency key: a retry with the same id is answered
+    /// `Duplicate` with the first order.
     pub fn request_id(mut self, id: &str) -> Self {
         self.request_id = Some(id.to_owned());
         self
@@ -58,7 +63,10 @@ impl PurchaseRequest {
 /// An order the engine created.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Order {
+    /// The order id: a [`crate::OrderId`] for `atomic` and `coalesced`,
+    /// `<sale>-<generation>-<random hex>` for the baselines.
     pub order_id: String,
+    /// Units bought.
     pub quantity: u32,
 }
 
@@ -69,10 +77,13 @@ pub enum Outcome {
     Ok(Order),
     /// This request id already bought: the original order, nothing sold now.
     Duplicate(Order),
+    /// Not enough units left for the quantity asked.
     SoldOut,
     /// The user would exceed the per-user limit.
     LimitExceeded,
+    /// The sale's start time is still ahead.
     NotStarted,
+    /// The sale's end time has passed.
     Ended,
 }
 

@@ -1,4 +1,5 @@
-//! The source articles' simulation, done over real connections: many
+//! The classic flash-sale simulation (README, "The classic strategies"),
+//! done over real connections: many
 //! concurrent buyers race for a sale through one [`Purchaser`].
 
 use std::collections::BTreeMap;
@@ -19,6 +20,7 @@ pub struct Race {
     pub outcomes: BTreeMap<&'static str, u64>,
     /// Latency of every purchase call, in microseconds.
     pub latencies_us: Vec<u64>,
+    /// Wall time of the whole race.
     pub elapsed: Duration,
 }
 

@@ -1,4 +1,4 @@
-//! The baselines' order records: the source articles' one hash per day,
+//! The baselines' order records: the classic recipes' one hash per day,
 //! order id -> buyer. (`atomic` and `coalesced` record orders in the sale's
 //! stream instead; `Engine::ledger` reads both, so every strategy can be
 //! checked the same way.)
@@ -16,8 +16,11 @@ use crate::sale::now_ms;
 /// One order as recorded.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct LedgerEntry {
+    /// The order id.
     pub order_id: String,
+    /// The buyer.
     pub user_id: String,
+    /// Units of the order (always 1 for the baselines).
     pub quantity: u32,
 }
 

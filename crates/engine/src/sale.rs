@@ -18,7 +18,7 @@ pub enum Inventory {
     /// Units left as a field of the sale's hash, beside everything else a
     /// purchase reads: `atomic` and `coalesced`. The default.
     Hash,
-    /// A counter key of units left, as the source articles keep it:
+    /// A counter key of units left, as the classic strategies keep it:
     /// `lock`, `watch`, `lua`.
     Counter,
     /// One list element per unit, popped by the `list` strategy.
@@ -44,8 +44,11 @@ impl Inventory {
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SaleSpec {
+    /// The sale id: 1-64 bytes of `[A-Za-z0-9_-]`; names its Redis keys.
     pub id: String,
+    /// Display name, 1-256 bytes; defaults to the id.
     pub name: String,
+    /// Units for sale, at most [`MAX_STOCK`].
     pub stock: u64,
     /// Units one user may buy; `None` for no limit.
     pub per_user_limit: Option<u32>,
@@ -53,6 +56,7 @@ pub struct SaleSpec {
     pub starts_at_ms: Option<u64>,
     /// Milliseconds since the Unix epoch; `None` for "until sold out".
     pub ends_at_ms: Option<u64>,
+    /// How the stock is kept, which decides the strategies that can sell it.
     pub inventory: Inventory,
     /// How long a buyer has to pay before the order expires.
     pub payment_timeout_secs: u64,
@@ -74,27 +78,33 @@ impl SaleSpec {
         }
     }
 
+    /// Sets the display name.
     pub fn name(mut self, name: &str) -> Self {
         name.clone_into(&mut self.name);
         self
     }
 
+    /// Sets the most units one user may buy (default: no limit).
     pub fn per_user_limit(mut self, limit: u32) -> Self {
         self.per_user_limit = Some(limit);
         self
     }
 
+    /// Sets start and end, ms since the Unix epoch (`None`: open now /
+    /// until sold out).
     pub fn window(mut self, starts_at_ms: Option<u64>, ends_at_ms: Option<u64>) -> Self {
         self.starts_at_ms = starts_at_ms;
         self.ends_at_ms = ends_at_ms;
         self
     }
 
+    /// Sets how the stock is kept (`List` or `Counter` for the baselines).
     pub fn inventory(mut self, inventory: Inventory) -> Self {
         self.inventory = inventory;
         self
     }
 
+    /// Sets the time to pay, in seconds (default 900).
     pub fn payment_timeout_secs(mut self, secs: u64) -> Self {
         self.payment_timeout_secs = secs;
         self
@@ -133,25 +143,40 @@ impl SaleSpec {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
+    /// The start time is still ahead.
     Upcoming,
+    /// Open and with units left.
     Active,
+    /// Open, but no units left (cancelled or expired orders can return some).
     SoldOut,
+    /// The end time has passed.
     Ended,
 }
 
 /// A sale as stored, with its live counts.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Sale {
+    /// The sale id.
     pub id: String,
+    /// Display name.
     pub name: String,
+    /// Units the sale was created with.
     pub stock: u64,
+    /// Units left to sell now.
     pub remaining: u64,
+    /// Units held by orders: `stock - remaining`.
     pub sold: u64,
+    /// Units one user may buy; `None` for no limit.
     pub per_user_limit: Option<u32>,
+    /// Start, ms since the Unix epoch; `None` if open from creation.
     pub starts_at_ms: Option<u64>,
+    /// End, ms since the Unix epoch; `None` for "until sold out".
     pub ends_at_ms: Option<u64>,
+    /// How the stock is kept.
     pub inventory: Inventory,
+    /// How long a buyer has to pay before the order expires.
     pub payment_timeout_secs: u64,
+    /// Where the sale stands, as of when it was read.
     pub status: Status,
     /// Creation time in ms: tells apart two sales that reused an id.
     pub generation: u64,

@@ -8,7 +8,7 @@ pub(crate) struct Scripts {
     pub create_sale: Script,
     pub purchase: Script,
     pub purchase_batch: Script,
-    pub seed_decr: Script,
+    pub classic_decr: Script,
     pub order: Script,
     pub expire: Script,
 }
@@ -17,7 +17,7 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     create_sale: Script::new(include_str!("lua/create_sale.lua")),
     purchase: Script::new(include_str!("lua/purchase.lua")),
     purchase_batch: Script::new(include_str!("lua/purchase_batch.lua")),
-    seed_decr: Script::new(include_str!("lua/seed_decr.lua")),
+    classic_decr: Script::new(include_str!("lua/classic_decr.lua")),
     order: Script::new(concat!(
         include_str!("lua/lifecycle_common.lua"),
         include_str!("lua/order.lua")

@@ -18,6 +18,7 @@ pub struct Demand {
 }
 
 impl Demand {
+    /// Counts a request of `quantity` units by `user`.
     pub fn ask(&mut self, user: &str, quantity: u32) {
         *self.requested.entry(user.to_owned()).or_default() += u64::from(quantity);
     }
@@ -26,6 +27,7 @@ impl Demand {
 /// The verdict on a sale. `ok` is true only if every count below is clean.
 #[derive(Clone, Debug, Serialize)]
 pub struct Verdict {
+    /// Units the sale was created with.
     pub stock: u64,
     /// Units sold according to the stock counter (or token list).
     pub sold: u64,
@@ -33,7 +35,9 @@ pub struct Verdict {
     pub recorded: u64,
     /// `min(stock, demand the limits allow)`: what had to be sold.
     pub expected: u64,
+    /// Units sold or recorded beyond the stock.
     pub oversold: u64,
+    /// Units short of `expected` in the records.
     pub undersold: u64,
     /// Users whose recorded units exceed the per-user limit.
     pub limit_violations: u64,
@@ -47,6 +51,8 @@ pub struct Verdict {
     /// keep per-day records instead); otherwise one per acknowledged order
     /// plus one per settled (paid, cancelled, expired) order.
     pub stream_events: u64,
+    /// No overselling or underselling, `recorded == sold`, every other count
+    /// zero, and the stream events add up.
     pub ok: bool,
 }
 

@@ -2,6 +2,7 @@ use std::time::Duration;
 
 /// Everything a lock operation can fail with.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// Redis answered with an error or could not be reached. Nothing was
     /// retried: a write that may have been applied is reported, not repeated.
@@ -10,7 +11,12 @@ pub enum Error {
 
     /// `acquire` waited its whole timeout without getting the lock.
     #[error("timed out after {waited:?} waiting for lock `{name}`")]
-    Timeout { name: String, waited: Duration },
+    Timeout {
+        /// The lock's name (without the prefix).
+        name: String,
+        /// How long `acquire` actually waited.
+        waited: Duration,
+    },
 
     /// The guard no longer holds the lock: its lease ran out, or the key was
     /// deleted or taken by someone else.
@@ -20,11 +26,21 @@ pub enum Error {
     /// Redlock: too few masters answered to decide (a lock that is merely
     /// busy is `Ok(None)` / `Timeout`, not this).
     #[error("redlock quorum unavailable: {reachable} of {needed} masters needed answered")]
-    NoQuorum { reachable: usize, needed: usize },
+    NoQuorum {
+        /// Masters that answered.
+        reachable: usize,
+        /// The quorum: a majority of the masters.
+        needed: usize,
+    },
 
     /// A lock name, prefix or option that cannot be used.
     #[error("invalid {what}: {reason}")]
-    Invalid { what: &'static str, reason: String },
+    Invalid {
+        /// What was rejected: `lock name`, `prefix`, `lease`, ...
+        what: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 /// Result alias for this crate.

@@ -32,6 +32,8 @@
 //! # Ok(()) }
 //! ```
 
+#![warn(missing_docs, missing_debug_implementations)]
+
 mod backend;
 mod error;
 mod guard;

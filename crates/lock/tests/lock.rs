@@ -165,7 +165,7 @@ async fn release_and_extend_by_a_former_holder_are_refused() {
     let stale = short.try_acquire().await.unwrap().unwrap();
     tokio::time::sleep(Duration::from_millis(150)).await;
     let current = take(&locks, "res").await.expect("lease over: free");
-    // The seeds' `finally: delete` bug: the stale holder must not free it.
+    // The usual recipe's `finally: delete` bug: the stale holder must not free it.
     assert!(matches!(
         stale.extend(Duration::from_secs(5)).await,
         Err(Error::NotHeld(_))

@@ -16,30 +16,52 @@ use crate::store::{Store, StoredOrder};
 pub enum Finding {
     /// Units left plus units held by live orders is not the sale's stock.
     StockMismatch {
+        /// Units the sale was created with.
         stock: u64,
+        /// Units left, as Redis counts them.
         remaining: u64,
+        /// Units held by live (pending or paid) orders in Redis.
         held: u64,
     },
     /// The sale is in SQL but Redis has none.
     SaleMissingInRedis,
     /// An order Redis has (outside the backlog) that SQL lacks.
-    MissingInSql { order_id: String },
-    /// An order SQL has that Redis does not know.
-    MissingInRedis { order_id: String, sql_state: String },
-    StateMismatch {
+    MissingInSql {
+        /// The order id.
         order_id: String,
+    },
+    /// An order SQL has that Redis does not know.
+    MissingInRedis {
+        /// The order id.
+        order_id: String,
+        /// Its state in SQL, as [`OrderState::as_str`] spells it.
+        sql_state: String,
+    },
+    /// An order (outside the backlog) whose state differs between Redis and SQL.
+    StateMismatch {
+        /// The order id.
+        order_id: String,
+        /// Its state in Redis, as [`OrderState::as_str`] spells it.
         redis: String,
+        /// Its state in SQL.
         sql: String,
     },
     /// A buyer count that disagrees with the buyer's live orders.
     BuyerCountMismatch {
+        /// The buyer.
         user_id: String,
+        /// Units the sale's buyer count says the user holds.
         counted: u64,
+        /// Units the user's live orders hold.
         held: u64,
     },
+    /// A buyer holding more units than the sale's per-user limit.
     OverLimit {
+        /// The buyer.
         user_id: String,
+        /// Units held: the larger of the buyer count and the live orders.
         units: u64,
+        /// The sale's per-user limit.
         limit: u64,
     },
 }
@@ -47,15 +69,20 @@ pub enum Finding {
 /// The result of auditing one sale.
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
+    /// The sale audited.
     pub sale_id: String,
+    /// Orders of the sale in Redis.
     pub orders_in_redis: usize,
+    /// Orders of the sale's current generation in SQL.
     pub orders_in_sql: usize,
     /// Stream entries not yet persisted (delivered-unacknowledged plus
     /// undelivered). Differences explained by them are not findings.
     pub backlog: u64,
     /// Orders whose differences the backlog explains.
     pub in_backlog: usize,
+    /// Everything found wrong, sorted.
     pub findings: Vec<Finding>,
+    /// Nothing was found wrong.
     pub clean: bool,
 }
 

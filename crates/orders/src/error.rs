@@ -1,15 +1,20 @@
 /// Everything the order pipeline can fail with.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
+    /// Redis answered with an error or could not be reached.
     #[error("redis: {0}")]
     Redis(#[from] redis::RedisError),
 
+    /// The SQL database answered with an error or could not be reached.
     #[error("database: {0}")]
     Sql(#[from] sqlx::Error),
 
+    /// Bringing the database schema up to date failed.
     #[error("database migration: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
 
+    /// An engine call (reading a sale or its orders, restoring it) failed.
     #[error(transparent)]
     Engine(#[from] seckill_engine::Error),
 
@@ -17,13 +22,27 @@ pub enum Error {
     #[error(
         "sale `{sale}` has {backlog} order events not yet in SQL; let the persister drain them first"
     )]
-    Backlog { sale: String, backlog: u64 },
+    Backlog {
+        /// The sale id.
+        sale: String,
+        /// Stream entries not yet persisted.
+        backlog: u64,
+    },
 
+    /// `--repair-from-sql` for a sale SQL has no record of.
     #[error("sale `{0}` is not in SQL")]
     SaleNotInSql(String),
 
+    /// A value that cannot be used: an empty database path, or a malformed
+    /// in-flight record the persister keeps in Redis.
     #[error("invalid {what}: {reason}")]
-    Invalid { what: &'static str, reason: String },
+    Invalid {
+        /// What was rejected.
+        what: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
+/// Result alias for this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -19,6 +19,8 @@
 //! # Ok(()) }
 //! ```
 
+#![warn(missing_docs, missing_debug_implementations)]
+
 mod audit;
 mod error;
 mod persister;

@@ -94,6 +94,17 @@ pub struct Persister {
     last_housekeeping: Option<Instant>,
 }
 
+impl std::fmt::Debug for Persister {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Persister")
+            .field("consumer", &self.config.consumer)
+            .field("engine", &self.engine)
+            .field("store", &self.store)
+            .field("sales", &self.streams.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Persister {
     /// A persister on `redis_url`. It does not wait for Redis: while Redis
     /// is away its rounds fail and are retried, and it reconnects by itself.

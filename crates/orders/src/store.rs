@@ -99,27 +99,46 @@ fn upsert_sql(postgres: bool, conflict: &str, rows: usize) -> String {
 /// An order as SQL holds it.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, sqlx::FromRow)]
 pub struct StoredOrder {
+    /// The order id, as [`OrderId`] formats it; the primary key.
     pub order_id: String,
+    /// The sale it belongs to.
     pub sale_id: String,
+    /// The sale's generation (creation time in ms) it was bought in.
     pub generation: i64,
+    /// The buyer.
     pub user_id: String,
+    /// Units of the order.
     pub quantity: i64,
+    /// The purchase's request id; `None` if it had none, or if its purchase
+    /// event has not been persisted yet.
     pub request_id: Option<String>,
+    /// The order's state, as [`OrderState::as_str`] spells it.
     pub state: String,
+    /// When the order was bought, ms since the Unix epoch.
     pub created_ms: i64,
+    /// When its latest persisted event happened, ms since the Unix epoch.
     pub updated_ms: i64,
 }
 
 /// A sale as SQL holds it.
 #[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
 pub struct StoredSale {
+    /// The sale id.
     pub id: String,
+    /// Display name.
     pub name: String,
+    /// Units the sale was created with.
     pub stock: i64,
+    /// Units one user may buy; `None` for no limit.
     pub per_user_limit: Option<i64>,
+    /// Start, ms since the Unix epoch; `None` if open from creation.
     pub starts_at_ms: Option<i64>,
+    /// End, ms since the Unix epoch; `None` for "until sold out".
     pub ends_at_ms: Option<i64>,
+    /// How long a buyer has to pay before the order expires.
     pub payment_timeout_secs: i64,
+    /// The latest generation recorded (creation time in ms): a reused id
+    /// overwrites the row.
     pub generation: i64,
 }
 
@@ -230,6 +249,7 @@ impl Store {
         Ok(())
     }
 
+    /// Sale `id` as last recorded; `None` if SQL has never seen it.
     pub async fn sale(&self, id: &str) -> Result<Option<StoredSale>> {
         Ok(sqlx::query_as(
             "SELECT id, name, stock, per_user_limit, starts_at_ms, ends_at_ms, \

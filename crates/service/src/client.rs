@@ -30,11 +30,23 @@ fn http_error(e: impl std::fmt::Display) -> Error {
     Error::Http(e.to_string())
 }
 
+/// A client of one running service: keep-alive connections (up to 1024 idle),
+/// `TCP_NODELAY`, a 10 s limit per request. Clones share the connection pool.
 #[derive(Clone)]
 pub struct Http {
     client: Client<HttpConnector, Full<Bytes>>,
     base: String,
     token: Option<String>,
+}
+
+impl std::fmt::Debug for Http {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Whether there is a token, never the token itself.
+        f.debug_struct("Http")
+            .field("base", &self.base)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .finish_non_exhaustive()
+    }
 }
 
 impl Http {
@@ -57,10 +69,13 @@ impl Http {
         &self.base
     }
 
+    /// `GET` of `path` (e.g. `/v1/sales/drop-1`): the status and the JSON
+    /// body (`Value::Null` if it is not JSON).
     pub async fn get(&self, path: &str) -> Result<(StatusCode, Value)> {
         self.send(Method::GET, path, None).await
     }
 
+    /// `POST` of `body` as JSON to `path`: the status and the JSON body.
     pub async fn post(&self, path: &str, body: &Value) -> Result<(StatusCode, Value)> {
         self.send(Method::POST, path, Some(body)).await
     }

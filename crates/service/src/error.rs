@@ -10,12 +10,16 @@ use seckill_engine::OrderState;
 #[derive(Debug, thiserror::Error)]
 #[error("{code}: {message}")]
 pub struct ApiError {
+    /// The HTTP status of the answer.
     pub status: StatusCode,
+    /// Stable snake_case code for programs, e.g. `sold_out`; listed in `openapi.json`.
     pub code: &'static str,
+    /// Human-readable explanation; its wording may change.
     pub message: String,
 }
 
 impl ApiError {
+    /// An error with any status and code.
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
         Self {
             status,
@@ -24,10 +28,12 @@ impl ApiError {
         }
     }
 
+    /// 400 `invalid_request`: the request can never succeed as sent.
     pub fn invalid(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, "invalid_request", message)
     }
 
+    /// 401 `unauthorized`: an admin route without the right bearer token.
     pub fn unauthorized() -> Self {
         Self::new(
             StatusCode::UNAUTHORIZED,
@@ -36,10 +42,13 @@ impl ApiError {
         )
     }
 
+    /// 503 `unavailable`: Redis or SQL cannot serve now; the client may retry.
     pub fn unavailable(message: impl Into<String>) -> Self {
         Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
     }
 
+    /// 409 with `code`: the request clashes with the current state (a sale
+    /// that exists, an order already settled).
     pub fn conflict(code: &'static str, message: impl Into<String>) -> Self {
         Self::new(StatusCode::CONFLICT, code, message)
     }
@@ -91,6 +100,15 @@ impl From<seckill_engine::Error> for ApiError {
                 tracing::warn!(error = %e, "purchase path unavailable");
                 Self::unavailable(
                     "the sale service cannot reach its store right now; retry with the same request_id",
+                )
+            }
+            // An error this version does not know: not the client's fault,
+            // and it may pass; answered as `unavailable`, the one server-side
+            // code `openapi.json` documents, as unknown order-store errors are.
+            _ => {
+                tracing::error!(error = %e, "unexpected engine error");
+                Self::unavailable(
+                    "the sale service could not complete the request; retry with the same request_id",
                 )
             }
         }

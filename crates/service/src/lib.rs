@@ -29,6 +29,8 @@
 //! # Ok(()) }
 //! ```
 
+#![warn(missing_docs, missing_debug_implementations)]
+
 pub mod client;
 mod error;
 mod extract;
@@ -43,6 +45,7 @@ pub use server::{BODY_LIMIT, Config, Running, start};
 
 /// Why the service could not start, or a client request got no answer.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// [`client::Http`]: the request could not be sent or its answer read.
     #[error("http: {0}")]
@@ -50,12 +53,17 @@ pub enum Error {
     /// [`client::Http`]: no answer in time.
     #[error("no answer within {0:?}")]
     Timeout(std::time::Duration),
+    /// Redis answered with an error or could not be reached.
     #[error("redis: {0}")]
     Redis(#[from] redis::RedisError),
+    /// The engine failed; at [`start`], an unusable Redis URL.
     #[error(transparent)]
     Engine(#[from] seckill_engine::Error),
+    /// The order store failed; at [`start`], the SQL database could not be
+    /// opened or migrated.
     #[error(transparent)]
     Orders(#[from] seckill_orders::Error),
+    /// [`start`]: the listen address could not be bound.
     #[error("listen: {0}")]
     Io(#[from] std::io::Error),
 }

@@ -23,26 +23,53 @@ use crate::{metrics, routes};
 pub const BODY_LIMIT: usize = 16 * 1024;
 
 /// How `seckill serve` runs.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Config {
+    /// Address to listen on; port 0 picks a free one (see [`Running::addr`]).
     pub listen: SocketAddr,
+    /// Redis URL, e.g. `redis://127.0.0.1:6379/`.
     pub redis_url: String,
     /// A `postgres://` URL or a SQLite file path.
     pub database_url: String,
     /// Bearer token of the admin routes; empty refuses them all.
     pub admin_token: String,
-    /// Purchases per second per user (0: no limit), and the burst allowed.
+    /// Purchases per second per user (0: no limit).
     pub rate_per_user: f64,
+    /// Purchases one user may make back to back before the rate applies
+    /// (at least 1).
     pub burst_per_user: f64,
     /// Run the order persister and expiry sweeper in this process.
     pub background: bool,
 }
 
+/// Never prints the admin token, nor the URLs, which may hold passwords.
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("listen", &self.listen)
+            .field("admin_token_set", &!self.admin_token.is_empty())
+            .field("rate_per_user", &self.rate_per_user)
+            .field("burst_per_user", &self.burst_per_user)
+            .field("background", &self.background)
+            .finish_non_exhaustive()
+    }
+}
+
 /// A running service. Stop it with [`Running::stop`].
 pub struct Running {
+    /// The address it listens on, with the real port if `listen` asked for 0.
     pub addr: SocketAddr,
     stop: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Running {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Running")
+            .field("addr", &self.addr)
+            .field("tasks", &self.tasks.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Running {

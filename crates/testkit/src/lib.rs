@@ -15,6 +15,8 @@
 //! println!("talk to {}", server.url());
 //! ```
 
+#![warn(missing_docs, missing_debug_implementations)]
+
 use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;

@@ -1,5 +1,5 @@
 -- Creates a sale.
--- KEYS: 1 sale hash  2 counter (the seeds' stock key)  3 token list.
+-- KEYS: 1 sale hash  2 counter (the classic strategies' stock key)  3 token list.
 -- ARGV: id, name, stock, limit (0 = none), start ms (0 = none), end ms
 --       (0 = none), inventory ('hash' | 'counter' | 'list'), payment timeout s.
 -- Returns the sale's generation (creation time in ms), or 0 if it exists.

@@ -24,7 +24,8 @@ pub const MAX_BATCH: usize = 1_000;
 /// Batching bounds of a coalesced purchaser.
 #[derive(Clone, Copy, Debug)]
 pub struct CoalescerConfig {
-    /// Most purchases in one script call (at most [`MAX_BATCH`]).
+    /// Most purchases in one script call (at most 1,000, what the batch
+    /// script can unpack).
     pub max_batch: usize,
     /// Longest the first purchase of a batch waits for company. Zero: send
     /// what is queued at once (batches still form while others are in flight).

@@ -1,5 +1,6 @@
 //! `list`: one token per unit, pre-filled at sale creation; a purchase is an
-//! `LPOP` (seeds 000 and 003). Atomic by nature: a token is popped once.
+//! `LPOP` (README, "The classic strategies"). Atomic by nature: a token
+//! is popped once.
 
 use redis::AsyncCommands;
 

@@ -1,6 +1,7 @@
-//! `lock`: the source articles' way, done right. Take the sale's lock, read
+//! `lock`: the classic lock around the stock (README, "The classic
+//! strategies"), done right. Take the sale's lock, read
 //! the stock and the buyer's count, write stock − 1 and the record, release.
-//! Unlike the articles, acquire is atomic, release checks the token, and the
+//! Unlike the usual recipe, acquire is atomic, release checks the token, and the
 //! write is skipped if the lock was lost meanwhile.
 
 use std::time::Duration;

@@ -1,4 +1,5 @@
-//! `lua`: the source articles' check-and-decrement script (seed 003).
+//! `lua`: the classic check-and-decrement script (README, "The classic
+//! strategies").
 
 use super::{Ctx, reserve_then_take};
 use crate::error::Result;
@@ -18,7 +19,11 @@ impl Lua {
         let stock = &self.ctx.keys.stock;
         reserve_then_take(&self.ctx, req, |mut conn| async move {
             // The script answers Lua `true` (integer 1) or nil.
-            let taken: Option<i64> = SCRIPTS.seed_decr.key(stock).invoke_async(&mut conn).await?;
+            let taken: Option<i64> = SCRIPTS
+                .classic_decr
+                .key(stock)
+                .invoke_async(&mut conn)
+                .await?;
             Ok(taken.is_some())
         })
         .await

@@ -1,9 +1,10 @@
 //! The purchase strategies behind one interface, [`Purchaser`].
 //!
-//! The first four are the source articles' ways, each done right and kept
+//! The first four are the classic strategies (README, "The classic
+//! strategies"), each done right and kept
 //! as a measured baseline; `atomic` and `coalesced` are the production path.
 //! Baselines sell one unit per purchase, check the sale window against this
-//! process's clock, and record orders in the articles' per-day hashes; they
+//! process's clock, and record orders in the classic per-day hashes; they
 //! do not remember request ids.
 
 pub(crate) mod atomic;
@@ -38,7 +39,7 @@ pub enum Strategy {
     Watch,
     /// `LPOP` of one pre-filled token per unit.
     List,
-    /// The articles' Lua check-and-decrement.
+    /// The classic Lua check-and-decrement.
     Lua,
     /// One server-side script: window, limit, idempotency, stock, order event.
     Atomic,
@@ -47,6 +48,7 @@ pub enum Strategy {
 }
 
 impl Strategy {
+    /// Every strategy, baselines first.
     pub const ALL: [Strategy; 6] = [
         Self::Lock,
         Self::Watch,
@@ -56,6 +58,7 @@ impl Strategy {
         Self::Coalesced,
     ];
 
+    /// The lowercase name, as serialized and as [`Strategy::parse`] reads it.
     pub fn name(self) -> &'static str {
         match self {
             Self::Lock => "lock",
@@ -194,6 +197,16 @@ struct Shared {
     attempts: AtomicU64,
 }
 
+impl std::fmt::Debug for Purchaser {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Purchaser")
+            .field("strategy", &self.shared.strategy)
+            .field("per_user_limit", &self.shared.per_user_limit)
+            .field("attempts", &self.attempts())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Purchaser {
     pub(crate) fn new(
         strategy: Strategy,
@@ -235,6 +248,7 @@ impl Purchaser {
         })
     }
 
+    /// The strategy this purchaser buys with.
     pub fn strategy(&self) -> Strategy {
         self.shared.strategy
     }
