@@ -5,12 +5,11 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
-use seckill_engine::{
-    CoalescerConfig, Engine, PurchaseRequest, SaleSpec, Strategy, Verdict, race, verify,
-};
+use seckill_engine::bench::{Verdict, race, verify};
+use seckill_engine::{CoalescerConfig, Engine, PurchaseRequest, SaleSpec, Strategy};
 use serde::Serialize;
 
-use seckill_orders::{Persister, PersisterConfig, Store, unpersisted};
+use seckill_orders::{Persister, PersisterConfig, Store, wait_drained};
 
 use crate::redis_benchmark;
 use crate::redis_cost::{Meter, threads_cpu_us};
@@ -222,7 +221,10 @@ async fn bench(
     bar.finish_and_clear();
     let mut persisted = None;
     if let (Some((store, url)), Some((stop, task))) = (persist, persister) {
-        let drain = drained(url, &id).await?;
+        let mut conn = seckill_engine::client(url)?
+            .get_multiplexed_async_connection()
+            .await?;
+        let drain = wait_drained(&mut conn, &id, std::time::Duration::from_secs(60)).await?;
         let redis_us = meter.read_only(&PERSISTER_COMMANDS).await?.command_us;
         let cpu_us = persister_cpu
             .zip(threads_cpu_us(PERSISTER_THREADS))
@@ -324,22 +326,6 @@ async fn start_persister(store: &Store, url: &str) -> Result<Running> {
         })?;
     started.await??;
     Ok((stop, thread))
-}
-
-/// Waits (at most a minute) for the sale's backlog to drain; answers how long it took.
-async fn drained(url: &str, sale: &str) -> Result<std::time::Duration> {
-    let started = std::time::Instant::now();
-    let mut conn = seckill_engine::client(url)?
-        .get_multiplexed_async_connection()
-        .await?;
-    while unpersisted(&mut conn, sale).await? > 0 {
-        anyhow::ensure!(
-            started.elapsed() < std::time::Duration::from_secs(60),
-            "the persister did not drain sale {sale} within a minute"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
-    }
-    Ok(started.elapsed())
 }
 
 /// `count` one-unit requests from `count × 0.7` users, so about 30 % of the

@@ -12,7 +12,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args as ClapArgs;
 use futures_util::StreamExt;
 use seckill_engine::Engine;
-use seckill_orders::{Store, audit, unpersisted};
+use seckill_orders::{Store, audit, wait_drained};
 use seckill_testkit::RedisServer;
 use serde_json::{Value, json};
 
@@ -146,13 +146,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     let mut conn = seckill_engine::client(&redis_url)?
         .get_multiplexed_async_connection()
         .await?;
-    let drain_deadline = Instant::now() + Duration::from_secs(10);
-    while unpersisted(&mut conn, SALE).await? > 0 {
-        if Instant::now() > drain_deadline {
-            bail!("the persister did not drain within 10 s");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_drained(&mut conn, SALE, Duration::from_secs(10)).await?;
     let report = audit(&engine, &store, &redis_url, SALE).await?;
     let (_, sale) = http.get(&format!("/v1/sales/{SALE}")).await?;
     running.stop().await;

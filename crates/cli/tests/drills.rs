@@ -7,8 +7,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use seckill_engine::{Engine, PurchaseRequest, SaleSpec, Strategy, race};
-use seckill_orders::{Store, unpersisted};
+use seckill_engine::bench::race;
+use seckill_engine::{Engine, PurchaseRequest, SaleSpec, Strategy};
+use seckill_orders::{Store, wait_drained};
 use seckill_service::client::Http;
 use seckill_testkit::RedisServer;
 use serde_json::json;
@@ -27,11 +28,9 @@ fn kill(child: &mut Child, signal: i32) {
 
 async fn drained(engine: &Engine, sale: &str) {
     let mut conn = engine.connection();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while unpersisted(&mut conn, sale).await.unwrap() > 0 {
-        assert!(Instant::now() < deadline, "never drained");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_drained(&mut conn, sale, Duration::from_secs(30))
+        .await
+        .unwrap();
 }
 
 fn audit_clean(redis: &str, db: &Path, sale: &str) {

@@ -2,7 +2,10 @@
 //! without overselling, by six interchangeable strategies.
 //!
 //! Modules:
-//! - `engine`: [`Engine`], the connection; creates, reads, deletes sales.
+//! - `engine`: [`Engine`], the connection, and the purchasers made on it.
+//! - `sales`: creating, reading, deleting and listing sales.
+//! - `inspect`: reading a sale back (ledger, buyers, stream) and trimming it.
+//! - `restore`: rebuilding a sale in Redis from its orders in SQL.
 //! - `sale`: [`SaleSpec`], [`Sale`], [`Status`], [`Inventory`].
 //! - `order`: [`PurchaseRequest`], [`Outcome`], [`Order`].
 //! - `lifecycle`: [`OrderState`], [`OrderInfo`]: pay, cancel, expire.
@@ -13,9 +16,10 @@
 //!   README) and
 //!   `atomic`, `coalesced` (the production path).
 //! - `records`: the baselines' order records, and [`LedgerEntry`].
-//! - `race`: [`race()`], many concurrent buyers through one purchaser.
-//! - `verify`: [`verify()`] checks a finished sale against its invariants
-//!   (no oversell, no undersell, limits, every acknowledged order recorded).
+//! - [`mod@bench`]: [`bench::race()`], many concurrent buyers through one
+//!   purchaser; [`bench::verify()`], a finished sale checked against its
+//!   invariants (no oversell, no undersell, limits, every acknowledged order
+//!   recorded); the `redis-benchmark` command lines of the engine's scripts.
 //! - `keys`: key layout under the `{sale:ID}` hash tag, id validation.
 //! - `scripts`: the Lua scripts (`src/lua/*.lua`), called by SHA.
 //! - `error`: [`Error`].
@@ -33,27 +37,28 @@
 
 #![warn(missing_docs, missing_debug_implementations)]
 
+pub mod bench;
 mod engine;
 mod error;
 mod event;
+mod inspect;
 mod keys;
 mod lifecycle;
 mod order;
-mod race;
 mod records;
+mod restore;
 mod sale;
+mod sales;
 mod scripts;
 mod strategy;
-mod verify;
 
-pub use engine::{Engine, RestoredOrder, client};
+pub use engine::{Engine, client};
 pub use error::{Error, Result};
 pub use event::{Event, OrderId, StreamEntry, entry_number, next_entry_id};
 pub use keys::{MAX_ID_LEN, RESTOCK_CHANNEL, check_id};
 pub use lifecycle::{OrderInfo, OrderState};
 pub use order::{MAX_QUANTITY, Order, Outcome, PurchaseRequest};
-pub use race::{Race, race};
 pub use records::LedgerEntry;
+pub use restore::RestoredOrder;
 pub use sale::{Inventory, MAX_STOCK, Sale, SaleSpec, Status};
 pub use strategy::{CoalescerConfig, Purchaser, Strategy};
-pub use verify::{Demand, Verdict, verify};

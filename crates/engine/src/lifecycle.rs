@@ -2,10 +2,16 @@
 //! expired. Each change is one script on Redis that also appends an event to
 //! the sale's stream, so the SQL copy follows.
 
+use std::collections::HashMap;
+
 use serde::Serialize;
 
+use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::event::OrderId;
+use crate::event::{Event, OrderId, StreamEntry};
+use crate::inspect::stream_events;
+use crate::keys::SaleKeys;
+use crate::scripts::SCRIPTS;
 
 /// Where an order stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -117,6 +123,138 @@ pub(crate) fn transition(order_id: &str, answer: &str) -> Result<OrderState> {
 
 fn unexpected(answer: &str) -> Error {
     Error::Batch(format!("unexpected order script answer: {answer:?}"))
+}
+
+impl Engine {
+    async fn settle(&self, order_id: &str, op: &str) -> Result<OrderState> {
+        let id: OrderId = order_id.parse()?;
+        let keys = SaleKeys::new(&id.sale)?;
+        let answer: String = SCRIPTS
+            .order
+            .key(&keys.lifecycle()[..])
+            .arg(&id.sale)
+            .arg(id.generation)
+            .arg(id.local())
+            .arg(op)
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        transition(order_id, &answer)
+    }
+
+    /// An order of the production path (`atomic`, `coalesced`).
+    pub async fn order(&self, order_id: &str) -> Result<OrderInfo> {
+        let id: OrderId = order_id.parse()?;
+        let keys = SaleKeys::new(&id.sale)?;
+        let entry = id.entry();
+        let ((generation, timeout), settled, found): (
+            (Option<u64>, Option<u64>),
+            Option<String>,
+            redis::Value,
+        ) = redis::pipe()
+            .hmget(&keys.sale, &["gen", "payment_timeout"])
+            .hget(&keys.settled, id.local())
+            .xrange(&keys.orders, &entry, &entry)
+            .query_async(&mut self.conn.clone())
+            .await?;
+        let not_found = || Error::OrderNotFound(order_id.to_owned());
+        if generation != Some(id.generation) {
+            return Err(not_found());
+        }
+        let timeout_ms = timeout.unwrap_or(0) * 1000;
+        if let Some(value) = settled {
+            return OrderInfo::settled(&id, &value, timeout_ms).ok_or_else(not_found);
+        }
+        StreamEntry::list(found)?
+            .iter()
+            .flat_map(|e| Event::decode(&id.sale, e))
+            .find(|e| e.order_id == order_id && e.state == OrderState::PendingPayment)
+            .map(|e| pending(&id, &e, timeout_ms))
+            .ok_or_else(not_found)
+    }
+
+    /// Pays an order. Paying twice is a no-op; an expired or cancelled order
+    /// is refused with `OrderConflict`.
+    pub async fn pay(&self, order_id: &str) -> Result<OrderState> {
+        self.settle(order_id, "pay").await
+    }
+
+    /// Cancels an unpaid order, returning its units to the stock and to the
+    /// buyer's allowance. Cancelling twice is a no-op; a paid or expired
+    /// order is refused with `OrderConflict`.
+    pub async fn cancel(&self, order_id: &str) -> Result<OrderState> {
+        self.settle(order_id, "cancel").await
+    }
+
+    /// Expires every unpaid order of sale `id` past its pay-by time,
+    /// returning its units; answers how many. Each script call looks at no
+    /// more than `per_call` stream entries, so Redis is never held long.
+    /// Safe to run from any number of processes at once: each order expires
+    /// exactly once.
+    pub async fn expire_due(&self, id: &str, per_call: u32) -> Result<u64> {
+        let keys = SaleKeys::new(id)?;
+        let mut expired = 0;
+        loop {
+            let (n, more): (u64, u8) = SCRIPTS
+                .expire
+                .key(&keys.lifecycle()[..])
+                .arg(id)
+                .arg(per_call.max(1))
+                .invoke_async(&mut self.conn.clone())
+                .await?;
+            expired += n;
+            if more == 0 {
+                return Ok(expired);
+            }
+        }
+    }
+
+    /// All orders of the production path of sale `id`, as Redis holds them:
+    /// the settled ones, and the pending ones from the stream past the
+    /// expiry cursor.
+    pub async fn orders(&self, id: &str) -> Result<Vec<OrderInfo>> {
+        let keys = SaleKeys::new(id)?;
+        let mut conn = self.conn.clone();
+        type Head = (Option<u64>, Option<u64>, Option<String>);
+        let ((generation, timeout, swept), settled): (Head, HashMap<String, String>) =
+            redis::pipe()
+                .hmget(&keys.sale, &["gen", "payment_timeout", "swept"])
+                .hgetall(&keys.settled)
+                .query_async(&mut conn)
+                .await?;
+        let Some(generation) = generation else {
+            return Ok(Vec::new());
+        };
+        let timeout_ms = timeout.unwrap_or(0) * 1000;
+        let mut orders: Vec<OrderInfo> = settled
+            .iter()
+            .filter_map(|(local, value)| {
+                let order = OrderId::from_local(id, generation, local)?;
+                OrderInfo::settled(&order, value, timeout_ms)
+            })
+            .collect();
+        let from = swept.map_or_else(|| "-".to_owned(), |s| format!("({s}"));
+        for event in stream_events(&mut conn, &keys, &from).await? {
+            if event.state != OrderState::PendingPayment || event.generation as u64 != generation {
+                continue;
+            }
+            let order: OrderId = event.order_id.parse()?;
+            if !settled.contains_key(&order.local()) {
+                orders.push(pending(&order, &event, timeout_ms));
+            }
+        }
+        Ok(orders)
+    }
+}
+
+/// A pending order from its purchase event.
+fn pending(order: &OrderId, event: &Event, timeout_ms: u64) -> OrderInfo {
+    OrderInfo::new(
+        order,
+        event.user_id.clone(),
+        u32::try_from(event.quantity).unwrap_or(u32::MAX),
+        OrderState::PendingPayment,
+        timeout_ms,
+    )
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! Every strategy against a real redis-server: 10,000 buyers at concurrency
 //! 256 race for 1,000 units, and every invariant must hold exactly.
 
-use seckill_engine::{Engine, PurchaseRequest, SaleSpec, Strategy, race, verify};
+use seckill_engine::bench::{race, verify};
+use seckill_engine::{Engine, PurchaseRequest, SaleSpec, Strategy};
 use seckill_testkit::RedisServer;
 
 /// 10,000 requests from 7,000 users (3,000 of them ask twice).

@@ -6,8 +6,8 @@ use std::collections::{HashMap, HashSet};
 use seckill_engine::{Engine, Event, OrderInfo, OrderState, RestoredOrder, SaleSpec, StreamEntry};
 use serde::Serialize;
 
+use crate::backlog::{acknowledged_floor, unpersisted};
 use crate::error::{Error, Result};
-use crate::persister::{acknowledged_floor, unpersisted};
 use crate::store::{Store, StoredOrder};
 
 /// One thing found wrong.

@@ -29,6 +29,17 @@ pub enum Error {
         backlog: u64,
     },
 
+    /// [`crate::wait_drained`] gave up: events were still not in SQL.
+    #[error("sale `{sale}` still has {left} order events not in SQL after {waited:?}")]
+    NotDrained {
+        /// The sale id.
+        sale: String,
+        /// Stream entries not yet persisted when it gave up.
+        left: u64,
+        /// How long it waited.
+        waited: std::time::Duration,
+    },
+
     /// `--repair-from-sql` for a sale SQL has no record of.
     #[error("sale `{0}` is not in SQL")]
     SaleNotInSql(String),

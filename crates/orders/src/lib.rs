@@ -6,6 +6,7 @@
 //!   migrations in `migrations/<database>/`), idempotent batched upserts.
 //! - `persister`: [`Persister`], the consumer-group reader that commits
 //!   before it acknowledges, reclaims abandoned entries and trims safely.
+//! - `backlog`: [`unpersisted`] and [`wait_drained`]: what is not yet in SQL.
 //! - `sweeper`: [`sweep_forever`], expiry of unpaid orders in every sale.
 //! - `audit`: [`audit()`] and [`repair_from_sql`].
 //! - `error`: [`Error`].
@@ -22,13 +23,15 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 mod audit;
+mod backlog;
 mod error;
 mod persister;
 mod store;
 mod sweeper;
 
 pub use audit::{Finding, Report, audit, repair_from_sql};
+pub use backlog::{unpersisted, wait_drained};
 pub use error::{Error, Result};
-pub use persister::{GROUP, Persister, PersisterConfig, unpersisted};
+pub use persister::{GROUP, Persister, PersisterConfig};
 pub use store::{Store, StoredOrder, StoredSale};
 pub use sweeper::{sweep, sweep_forever};

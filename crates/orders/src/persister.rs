@@ -17,9 +17,10 @@ use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
 use redis::aio::{ConnectionLike, ConnectionManager};
-use seckill_engine::{Engine, Event, StreamEntry, entry_number, next_entry_id};
+use seckill_engine::{Engine, Event, StreamEntry};
 
-use crate::error::{Error, Result};
+use crate::backlog::{SaleStream, acknowledged_floor, in_flight};
+use crate::error::Result;
 use crate::store::Store;
 
 /// The consumer group every persister joins.
@@ -62,22 +63,6 @@ impl Default for PersisterConfig {
             claim_idle: Duration::from_secs(5),
             housekeeping: Duration::from_millis(500),
         }
-    }
-}
-
-/// The two keys of a sale the persister works with.
-#[derive(Clone, Debug)]
-struct SaleStream {
-    stream: String,
-    persisting: String,
-}
-
-impl SaleStream {
-    fn new(sale: &str) -> Result<Self> {
-        Ok(Self {
-            stream: Engine::stream_key(sale)?,
-            persisting: Engine::persisting_key(sale)?,
-        })
     }
 }
 
@@ -266,156 +251,8 @@ impl Persister {
     }
 }
 
-/// A batch read and not yet committed, as `lua/read.lua` records it.
-#[derive(Clone, Debug)]
-struct InFlight {
-    first: String,
-    last: String,
-    entries: u64,
-    read_ms: u64,
-}
-
-/// The batches of one sale read and not yet committed.
-async fn in_flight(
-    conn: &mut (impl ConnectionLike + Send + Sync),
-    persisting: &str,
-) -> Result<Vec<InFlight>> {
-    let fields: HashMap<String, String> = conn.hgetall(persisting).await?;
-    fields
-        .into_iter()
-        .map(|(first, value)| {
-            let mut parts = value.split(' ');
-            let mut next = || parts.next().ok_or_else(|| bad_record(&first, &value));
-            let last = next()?.to_owned();
-            let entries = next()?.parse().map_err(|_| bad_record(&first, &value))?;
-            let read_ms = next()?.parse().map_err(|_| bad_record(&first, &value))?;
-            Ok(InFlight {
-                first,
-                last,
-                entries,
-                read_ms,
-            })
-        })
-        .collect()
-}
-
-fn bad_record(first: &str, value: &str) -> Error {
-    Error::Invalid {
-        what: "persisting record",
-        reason: format!("{first} -> {value:?}"),
-    }
-}
-
 /// The server's clock in ms: the one the records' times come from.
 async fn redis_ms(conn: &mut (impl ConnectionLike + Send + Sync)) -> Result<u64> {
     let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(conn).await?;
     Ok(secs * 1000 + micros / 1000)
-}
-
-/// Order events of sale `sale_id` not yet persisted: read but not
-/// committed, or not read at all (the whole stream before any persister
-/// has seen the sale).
-pub async fn unpersisted(
-    conn: &mut (impl ConnectionLike + Send + Sync),
-    sale_id: &str,
-) -> Result<u64> {
-    let keys = SaleStream::new(sale_id)?;
-    Ok(match group_info(conn, &keys.stream).await? {
-        Some(g) => {
-            let undelivered = match g.lag {
-                Some(lag) => lag,
-                // Redis cannot always say (after deletions): count them.
-                None => entries_after(conn, &keys.stream, &g.last_delivered_id).await?,
-            };
-            let read: u64 = in_flight(conn, &keys.persisting)
-                .await?
-                .iter()
-                .map(|b| b.entries)
-                .sum();
-            undelivered + read
-        }
-        None => conn.xlen(&keys.stream).await?,
-    })
-}
-
-/// Entries of `key` after id `after`.
-async fn entries_after(
-    conn: &mut (impl ConnectionLike + Send + Sync),
-    key: &str,
-    after: &str,
-) -> Result<u64> {
-    const PAGE: usize = 10_000;
-    let mut count = 0;
-    let mut start = format!("({after}");
-    loop {
-        let page: redis::streams::StreamRangeReply =
-            conn.xrange_count(key, &start, "+", PAGE).await?;
-        count += page.ids.len() as u64;
-        match page.ids.last() {
-            Some(last) if page.ids.len() == PAGE => start = format!("({}", last.id),
-            _ => return Ok(count),
-        }
-    }
-}
-
-/// The lowest entry id of sale `sale_id`'s stream not yet committed: the
-/// first of the oldest batch read, or the one after the last delivered.
-/// Entries below it are safe to drop. `None` if the group does not exist.
-pub(crate) async fn acknowledged_floor(
-    conn: &mut (impl ConnectionLike + Send + Sync),
-    sale_id: &str,
-) -> Result<Option<String>> {
-    let keys = SaleStream::new(sale_id)?;
-    let Some(group) = group_info(conn, &keys.stream).await? else {
-        return Ok(None);
-    };
-    let floor = in_flight(conn, &keys.persisting)
-        .await?
-        .into_iter()
-        .map(|b| b.first)
-        .chain([next_entry_id(&group.last_delivered_id)])
-        .min_by_key(|id| entry_number(id));
-    Ok(floor)
-}
-
-pub(crate) struct GroupInfo {
-    pub last_delivered_id: String,
-    /// Entries not yet delivered to any consumer (Redis 7 `lag`).
-    pub lag: Option<u64>,
-}
-
-pub(crate) async fn group_info(
-    conn: &mut (impl ConnectionLike + Send + Sync),
-    key: &str,
-) -> Result<Option<GroupInfo>> {
-    let groups: redis::RedisResult<Vec<HashMap<String, redis::Value>>> = redis::cmd("XINFO")
-        .arg("GROUPS")
-        .arg(key)
-        .query_async(conn)
-        .await;
-    let groups = match groups {
-        Ok(g) => g,
-        Err(e) if e.to_string().contains("no such key") => return Ok(None),
-        Err(e) => return Err(e.into()),
-    };
-    for group in groups {
-        let text = |k: &str| -> Option<String> {
-            group
-                .get(k)
-                .and_then(|v| redis::from_redis_value_ref(v).ok())
-        };
-        if text("name").as_deref() != Some(GROUP) {
-            continue;
-        }
-        let number = |k: &str| {
-            group
-                .get(k)
-                .and_then(|v| redis::from_redis_value_ref::<u64>(v).ok())
-        };
-        return Ok(Some(GroupInfo {
-            last_delivered_id: text("last-delivered-id").unwrap_or_else(|| "0-0".to_owned()),
-            lag: number("lag"),
-        }));
-    }
-    Ok(None)
 }

@@ -4,7 +4,8 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use seckill_engine::{Engine, Outcome, PurchaseRequest, SaleSpec, Strategy, race};
+use seckill_engine::bench::race;
+use seckill_engine::{Engine, Outcome, PurchaseRequest, SaleSpec, Strategy};
 use seckill_orders::{
     Finding, Persister, PersisterConfig, Store, audit, repair_from_sql, unpersisted,
 };

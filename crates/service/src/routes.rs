@@ -112,49 +112,14 @@ pub async fn purchase(
         request_id: body.request_id,
     };
     req.validate()?;
-    if !state.limiter.allow(&req.user_id) {
-        return Err(ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "rate_limited",
-            "too many requests from this user; slow down",
-        ));
-    }
-    let purchaser = state.purchaser(&id).await?;
-    if let Some(limit) = purchaser.per_user_limit()
-        && req.quantity > limit
-    {
-        return Err(ApiError::invalid(format!(
-            "quantity: {} is above the per-user limit of {limit}",
-            req.quantity
-        )));
-    }
-    // Sold out here already: answer without Redis. Requests carrying a
-    // request id still go through, so a retry gets its original order.
-    if req.request_id.is_none() && state.is_sold_out(&id) {
-        return Err(refusal(Outcome::SoldOut));
-    }
-    let outcome = match purchaser.purchase(&req).await {
-        Err(seckill_engine::Error::SaleNotFound(_)) => {
-            state.forget(&id);
-            return Err(seckill_engine::Error::SaleNotFound(id).into());
-        }
-        other => other?,
-    };
-    metrics::counter!("seckill_purchase_outcomes_total", "outcome" => outcome.code()).increment(1);
-    match outcome {
+    match state.purchase(&id, &req).await? {
         Outcome::Ok(order) | Outcome::Duplicate(order) => Ok(Json(json!({
             "order_id": order.order_id,
             "status": "pending_payment",
             "quantity": order.quantity,
         }))
         .into_response()),
-        Outcome::SoldOut => {
-            if req.quantity == 1 {
-                state.mark_sold_out(&id);
-            }
-            Err(refusal(Outcome::SoldOut))
-        }
-        other => Err(refusal(other)),
+        refused => Err(refusal(refused)),
     }
 }
 

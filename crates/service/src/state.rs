@@ -4,7 +4,8 @@ use std::collections::HashMap;
 use std::sync::RwLock;
 use std::time::{Duration, Instant};
 
-use seckill_engine::{Engine, Purchaser, Strategy};
+use axum::http::StatusCode;
+use seckill_engine::{Engine, Outcome, PurchaseRequest, Purchaser, Strategy};
 use seckill_orders::Store;
 use subtle::ConstantTimeEq;
 
@@ -19,7 +20,7 @@ pub struct AppState {
     pub engine: Engine,
     pub store: Store,
     admin_token: String,
-    pub limiter: Limiter,
+    limiter: Limiter,
     /// One coalescing purchaser per sale.
     purchasers: RwLock<HashMap<String, Purchaser>>,
     /// Sales this instance saw sell out, and when.
@@ -60,8 +61,48 @@ impl AppState {
         }
     }
 
+    /// Buys for `req` (already validated) in sale `id`: the per-user rate,
+    /// the sale's limit, this instance's memory of a sell-out, then Redis.
+    pub async fn purchase(&self, id: &str, req: &PurchaseRequest) -> Result<Outcome, ApiError> {
+        if !self.limiter.allow(&req.user_id) {
+            return Err(ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limited",
+                "too many requests from this user; slow down",
+            ));
+        }
+        let purchaser = self.purchaser(id).await?;
+        if let Some(limit) = purchaser.per_user_limit()
+            && req.quantity > limit
+        {
+            return Err(ApiError::invalid(format!(
+                "quantity: {} is above the per-user limit of {limit}",
+                req.quantity
+            )));
+        }
+        // Sold out here already: answer without Redis. Requests carrying a
+        // request id still go through, so a retry gets its original order.
+        if req.request_id.is_none() && self.is_sold_out(id) {
+            return Ok(Outcome::SoldOut);
+        }
+        let outcome = match purchaser.purchase(req).await {
+            Err(seckill_engine::Error::SaleNotFound(_)) => {
+                self.forget(id);
+                return Err(seckill_engine::Error::SaleNotFound(id.to_owned()).into());
+            }
+            other => other?,
+        };
+        metrics::counter!("seckill_purchase_outcomes_total", "outcome" => outcome.code())
+            .increment(1);
+        // Only a one-unit refusal proves nothing is left.
+        if matches!(outcome, Outcome::SoldOut) && req.quantity == 1 {
+            self.mark_sold_out(id);
+        }
+        Ok(outcome)
+    }
+
     /// The purchaser of sale `id`, made on first use.
-    pub async fn purchaser(&self, id: &str) -> Result<Purchaser, ApiError> {
+    async fn purchaser(&self, id: &str) -> Result<Purchaser, ApiError> {
         if let Some(p) = read(&self.purchasers).get(id) {
             return Ok(p.clone());
         }
@@ -76,13 +117,13 @@ impl AppState {
         write(&self.sold_out).remove(id);
     }
 
-    pub fn is_sold_out(&self, id: &str) -> bool {
+    fn is_sold_out(&self, id: &str) -> bool {
         read(&self.sold_out)
             .get(id)
             .is_some_and(|at| at.elapsed() < SOLD_OUT_TTL)
     }
 
-    pub fn mark_sold_out(&self, id: &str) {
+    fn mark_sold_out(&self, id: &str) {
         write(&self.sold_out).insert(id.to_owned(), Instant::now());
     }
 

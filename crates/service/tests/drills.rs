@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use hyper::StatusCode;
 use seckill_engine::Engine;
-use seckill_orders::{Store, audit, unpersisted};
+use seckill_orders::{Store, audit, wait_drained};
 use seckill_service::client::Http;
 use seckill_testkit::{Fsync, Options, RedisServer};
 use serde_json::json;
@@ -45,11 +45,9 @@ async fn wait_ready(http: &Http, within: Duration) {
 async fn drain(redis_url: &str, sale: &str) {
     let engine = Engine::connect(redis_url).await.unwrap();
     let mut conn = engine.connection();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while unpersisted(&mut conn, sale).await.unwrap() > 0 {
-        assert!(Instant::now() < deadline, "persister never drained");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_drained(&mut conn, sale, Duration::from_secs(20))
+        .await
+        .unwrap();
 }
 
 /// A running service on a fresh redis-server started with `options`, with

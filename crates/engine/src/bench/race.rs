@@ -7,14 +7,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::verify::Demand;
 use crate::order::{Outcome, PurchaseRequest};
 use crate::strategy::Purchaser;
-use crate::verify::Demand;
 
 /// What happened in a race.
 #[derive(Debug, Default)]
 pub struct Race {
-    /// What was asked and acknowledged, for [`crate::verify()`].
+    /// What was asked and acknowledged, for [`super::verify()`].
     pub demand: Demand,
     /// Answers by [`Outcome::code`], plus `"error"` for failed calls.
     pub outcomes: BTreeMap<&'static str, u64>,

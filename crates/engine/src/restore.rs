@@ -1,0 +1,123 @@
+//! Rebuilding a sale in Redis from a durable copy of its orders.
+
+use std::collections::HashMap;
+
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::event::OrderId;
+use crate::keys::{SALES, SaleKeys};
+use crate::lifecycle::{OrderInfo, OrderState};
+use crate::sale::{Sale, SaleSpec};
+
+/// An order to write back with [`Engine::restore_sale`].
+#[derive(Clone, Debug)]
+pub struct RestoredOrder {
+    /// The order, with its current state.
+    pub info: OrderInfo,
+    /// The purchase's request id, if it had one: restored so a retry is
+    /// still answered `Duplicate`.
+    pub request_id: Option<String>,
+}
+
+impl Engine {
+    /// Rebuilds sale `spec` in Redis from a durable copy of its orders (for
+    /// a Redis that lost its data): the sale, its units left (stock minus
+    /// units held by live orders), buyer counts, request ids, settled states,
+    /// and the purchase entries of its orders under their original ids, so
+    /// pending orders can still be paid and still expire on time. Replaces
+    /// whatever Redis held for it.
+    pub async fn restore_sale(
+        &self,
+        spec: &SaleSpec,
+        generation: u64,
+        orders: &[RestoredOrder],
+    ) -> Result<Sale> {
+        spec.validate()?;
+        let keys = SaleKeys::new(&spec.id)?;
+        let mut parsed = Vec::with_capacity(orders.len());
+        for o in orders {
+            let id: OrderId = o.info.order_id.parse()?;
+            if id.sale != spec.id || id.generation != generation {
+                return Err(Error::Invalid {
+                    field: "order_id",
+                    reason: format!("{} is not an order of this sale", o.info.order_id),
+                });
+            }
+            parsed.push((id, o));
+        }
+        parsed.sort_by_key(|(id, _)| (id.ms, id.seq, id.index));
+        let live = parsed.iter().filter(|(_, o)| o.info.state.is_live());
+        let held: u64 = live.clone().map(|(_, o)| u64::from(o.info.quantity)).sum();
+        let mut users: HashMap<&str, u64> = HashMap::new();
+        for (_, o) in live {
+            *users.entry(o.info.user_id.as_str()).or_default() += u64::from(o.info.quantity);
+        }
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        pipe.del(&keys.all()[..]).ignore();
+        let mut fields: Vec<(String, String)> = vec![
+            ("id".into(), spec.id.clone()),
+            ("name".into(), spec.name.clone()),
+            ("stock".into(), spec.stock.to_string()),
+            ("limit".into(), spec.per_user_limit.unwrap_or(0).to_string()),
+            ("start".into(), spec.starts_at_ms.unwrap_or(0).to_string()),
+            ("end".into(), spec.ends_at_ms.unwrap_or(0).to_string()),
+            ("inventory".into(), spec.inventory.name().to_owned()),
+            (
+                "payment_timeout".into(),
+                spec.payment_timeout_secs.to_string(),
+            ),
+            ("gen".into(), generation.to_string()),
+            ("left".into(), spec.stock.saturating_sub(held).to_string()),
+        ];
+        if spec.per_user_limit.is_some() {
+            fields.extend(users.iter().map(|(u, n)| (format!("u:{u}"), n.to_string())));
+        }
+        for (id, o) in &parsed {
+            if let Some(req) = &o.request_id {
+                fields.push((
+                    format!("r:{req}"),
+                    format!("{}|{}", id.local(), o.info.quantity),
+                ));
+            }
+            if o.info.state != OrderState::PendingPayment {
+                let value = format!(
+                    "{}|{}|{}",
+                    o.info.state.as_str(),
+                    o.info.user_id,
+                    o.info.quantity
+                );
+                pipe.hset(&keys.settled, id.local(), value).ignore();
+            }
+        }
+        pipe.hset_multiple(&keys.sale, &fields).ignore();
+        // One purchase entry per original entry, orders in their places; a
+        // place SQL has no order for is kept with quantity 0, which nothing
+        // reads as an order.
+        for entry in parsed.chunk_by(|(a, _), (b, _)| (a.ms, a.seq) == (b.ms, b.seq)) {
+            let (first, _) = &entry[0];
+            let mut xadd = redis::cmd("XADD");
+            xadd.arg(&keys.orders)
+                .arg(first.entry())
+                .arg("b")
+                .arg(generation);
+            let mut place = 0;
+            for (id, o) in entry {
+                while place < id.index {
+                    xadd.arg("_").arg("0");
+                    place += 1;
+                }
+                xadd.arg(&o.info.user_id);
+                match &o.request_id {
+                    Some(req) => xadd.arg(format!("{}|{req}", o.info.quantity)),
+                    None => xadd.arg(o.info.quantity),
+                };
+                place += 1;
+            }
+            pipe.add_command(xadd).ignore();
+        }
+        pipe.sadd(SALES, &spec.id).ignore();
+        let () = pipe.query_async(&mut self.conn.clone()).await?;
+        self.sale(&spec.id).await
+    }
+}

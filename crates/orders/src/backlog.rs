@@ -1,0 +1,194 @@
+//! What is not yet in SQL: the order events of a sale's stream no persister
+//! has committed, and waiting for them to be. The persister, the audit and
+//! the tools that wait for a drain all count the same way, here.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use redis::AsyncCommands;
+use redis::aio::ConnectionLike;
+use seckill_engine::{Engine, StreamEntry, entry_number, next_entry_id};
+
+use crate::error::{Error, Result};
+use crate::persister::GROUP;
+
+/// The keys of a sale the persister works with.
+#[derive(Clone, Debug)]
+pub(crate) struct SaleStream {
+    pub stream: String,
+    pub persisting: String,
+}
+
+impl SaleStream {
+    pub fn new(sale: &str) -> Result<Self> {
+        Ok(Self {
+            stream: Engine::stream_key(sale)?,
+            persisting: Engine::persisting_key(sale)?,
+        })
+    }
+}
+
+/// Waits until every order event of sale `sale_id` is in SQL, checking
+/// every 10 ms for at most `timeout`; answers how long it took, or
+/// [`Error::NotDrained`] with what is left.
+///
+/// ```no_run
+/// # async fn run() -> seckill_orders::Result<()> {
+/// let mut conn = seckill_engine::client("redis://127.0.0.1:6379/")?
+///     .get_multiplexed_async_connection()
+///     .await?;
+/// seckill_orders::wait_drained(&mut conn, "drop-1", std::time::Duration::from_secs(10)).await?;
+/// # Ok(()) }
+/// ```
+pub async fn wait_drained(
+    conn: &mut (impl ConnectionLike + Send + Sync),
+    sale_id: &str,
+    timeout: Duration,
+) -> Result<Duration> {
+    let started = Instant::now();
+    loop {
+        let left = unpersisted(conn, sale_id).await?;
+        if left == 0 {
+            return Ok(started.elapsed());
+        }
+        if started.elapsed() >= timeout {
+            return Err(Error::NotDrained {
+                sale: sale_id.to_owned(),
+                left,
+                waited: timeout,
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Order events of sale `sale_id` not yet persisted: read but not
+/// committed, or not read at all (the whole stream before any persister
+/// has seen the sale).
+pub async fn unpersisted(
+    conn: &mut (impl ConnectionLike + Send + Sync),
+    sale_id: &str,
+) -> Result<u64> {
+    let keys = SaleStream::new(sale_id)?;
+    Ok(match group_info(conn, &keys.stream).await? {
+        Some(g) => {
+            let undelivered = match g.lag {
+                Some(lag) => lag,
+                // Redis cannot always say (after deletions): count them.
+                None => {
+                    let after = format!("({}", g.last_delivered_id);
+                    StreamEntry::read(conn, &keys.stream, &after).await?.len() as u64
+                }
+            };
+            let read: u64 = in_flight(conn, &keys.persisting)
+                .await?
+                .iter()
+                .map(|b| b.entries)
+                .sum();
+            undelivered + read
+        }
+        None => conn.xlen(&keys.stream).await?,
+    })
+}
+
+/// The lowest entry id of sale `sale_id`'s stream not yet committed: the
+/// first of the oldest batch read, or the one after the last delivered.
+/// Entries below it are safe to drop. `None` if the group does not exist.
+pub(crate) async fn acknowledged_floor(
+    conn: &mut (impl ConnectionLike + Send + Sync),
+    sale_id: &str,
+) -> Result<Option<String>> {
+    let keys = SaleStream::new(sale_id)?;
+    let Some(group) = group_info(conn, &keys.stream).await? else {
+        return Ok(None);
+    };
+    let floor = in_flight(conn, &keys.persisting)
+        .await?
+        .into_iter()
+        .map(|b| b.first)
+        .chain([next_entry_id(&group.last_delivered_id)])
+        .min_by_key(|id| entry_number(id));
+    Ok(floor)
+}
+
+pub(crate) struct GroupInfo {
+    pub last_delivered_id: String,
+    /// Entries not yet delivered to any consumer (Redis 7 `lag`).
+    pub lag: Option<u64>,
+}
+
+pub(crate) async fn group_info(
+    conn: &mut (impl ConnectionLike + Send + Sync),
+    key: &str,
+) -> Result<Option<GroupInfo>> {
+    let groups: redis::RedisResult<Vec<HashMap<String, redis::Value>>> = redis::cmd("XINFO")
+        .arg("GROUPS")
+        .arg(key)
+        .query_async(conn)
+        .await;
+    let groups = match groups {
+        Ok(g) => g,
+        Err(e) if e.to_string().contains("no such key") => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    for group in groups {
+        let text = |k: &str| -> Option<String> {
+            group
+                .get(k)
+                .and_then(|v| redis::from_redis_value_ref(v).ok())
+        };
+        if text("name").as_deref() != Some(GROUP) {
+            continue;
+        }
+        let number = |k: &str| {
+            group
+                .get(k)
+                .and_then(|v| redis::from_redis_value_ref::<u64>(v).ok())
+        };
+        return Ok(Some(GroupInfo {
+            last_delivered_id: text("last-delivered-id").unwrap_or_else(|| "0-0".to_owned()),
+            lag: number("lag"),
+        }));
+    }
+    Ok(None)
+}
+
+/// A batch read and not yet committed, as `lua/read.lua` records it.
+#[derive(Clone, Debug)]
+pub(crate) struct InFlight {
+    pub first: String,
+    pub last: String,
+    pub entries: u64,
+    pub read_ms: u64,
+}
+
+/// The batches of one sale read and not yet committed.
+pub(crate) async fn in_flight(
+    conn: &mut (impl ConnectionLike + Send + Sync),
+    persisting: &str,
+) -> Result<Vec<InFlight>> {
+    let fields: HashMap<String, String> = conn.hgetall(persisting).await?;
+    fields
+        .into_iter()
+        .map(|(first, value)| {
+            let mut parts = value.split(' ');
+            let mut next = || parts.next().ok_or_else(|| bad_record(&first, &value));
+            let last = next()?.to_owned();
+            let entries = next()?.parse().map_err(|_| bad_record(&first, &value))?;
+            let read_ms = next()?.parse().map_err(|_| bad_record(&first, &value))?;
+            Ok(InFlight {
+                first,
+                last,
+                entries,
+                read_ms,
+            })
+        })
+        .collect()
+}
+
+fn bad_record(first: &str, value: &str) -> Error {
+    Error::Invalid {
+        what: "persisting record",
+        reason: format!("{first} -> {value:?}"),
+    }
+}
