@@ -78,12 +78,7 @@ fn compare_runs_every_baseline_and_reports_redis_time() {
         "--compare",
         "--json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
     let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -152,12 +147,7 @@ fn persist_to_reports_every_order_in_sql_and_its_cost() {
         db.to_str().unwrap(),
         "--json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
     let row: serde_json::Value =
         serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).unwrap();
     assert_eq!(row["persisted_orders"], 20000, "{row}");

@@ -11,6 +11,16 @@ pub fn run(args: &[&str]) -> Output {
         .expect("run seckill")
 }
 
+/// The run must have succeeded; its output is shown if not.
+pub fn assert_success(out: &Output) {
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Every one of `calls` must fail with a message on stderr and no panic.
 pub fn assert_refused(calls: &[&[&str]]) {
     for args in calls {
