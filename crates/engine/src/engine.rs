@@ -51,9 +51,9 @@ impl std::fmt::Debug for Engine {
     }
 }
 
-/// A `redis::Client` for `url` with `TCP_NODELAY` on, as every connection
-/// of this workspace is made: redis-rs leaves Nagle's algorithm on, which
-/// adds up to 40 ms to a small write after a read.
+/// A `redis::Client` for `url` with `TCP_NODELAY` on, as the engine, the
+/// persister and the tools make theirs: redis-rs leaves Nagle's algorithm
+/// on, which adds up to 40 ms to a small write after a read.
 ///
 /// ```
 /// let client = seckill_engine::client("redis://127.0.0.1:6379/").unwrap();

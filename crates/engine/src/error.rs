@@ -54,8 +54,9 @@ pub enum Error {
         reason: String,
     },
 
-    /// A strategy that cannot serve this sale (the `list` strategy needs a
-    /// sale created with token-list inventory, every other one a counter).
+    /// A strategy that cannot serve this sale: each needs the inventory
+    /// [`crate::Strategy::inventory`] names (`list` a token list, the other
+    /// baselines a counter, `atomic` and `coalesced` the sale's hash).
     #[error("strategy `{strategy}` cannot sell sale `{sale}` ({reason})")]
     Unsupported {
         /// Name of the strategy, as in [`crate::Strategy::name`].

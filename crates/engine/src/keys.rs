@@ -31,7 +31,8 @@ pub fn check_id(field: &'static str, id: &str) -> Result<()> {
 /// The keys of one sale. All share the hash tag `{sale:ID}`, so they live in
 /// one Redis Cluster slot and one script can touch them all.
 ///
-/// The production path (`atomic`, `coalesced`) keeps a sale in three keys:
+/// The production path (`atomic`, `coalesced`) keeps a sale in four keys,
+/// the first two all a purchase touches:
 /// - `sale`: one hash holding the sale's settings (`id`, `name`, `stock`,
 ///   `limit`, `start`, `end`, `inventory`, `payment_timeout`, `gen`), its
 ///   units `left`, the expiry cursor `swept`, and per buyer `u:<user>` (units

@@ -183,8 +183,8 @@ pub struct Sale {
 }
 
 impl Sale {
-    /// Builds a sale from its meta hash and its units left; `None` if the
-    /// hash is empty (no such sale).
+    /// Builds a sale from the settings fields of its hash and its units
+    /// left; `None` if the hash is empty (no such sale).
     pub(crate) fn from_meta(meta: &HashMap<&str, String>, remaining: i64) -> Option<Self> {
         let num = |k: &str| meta.get(k).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
         let generation = num("gen");

@@ -170,6 +170,39 @@ async fn sales_outside_their_window_refuse_every_strategy() {
     }
 }
 
+/// Both production strategies check in one order (generation, request id,
+/// window, limit, stock): a retry of a purchase gets its order back even
+/// once the sale has ended, the same from `atomic` as from `coalesced`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_after_the_sale_ended_gets_its_order_from_both_production_strategies() {
+    let (_server, engine) = setup().await;
+    for strategy in [Strategy::Atomic, Strategy::Coalesced] {
+        let id = format!("closing-{}", strategy.name());
+        let end = now_ms() + 400;
+        let spec = SaleSpec::new(&id, 5)
+            .per_user_limit(2)
+            .window(None, Some(end));
+        engine.create_sale(&spec).await.unwrap();
+        let buy = engine.purchaser(strategy, &id).await.unwrap();
+        let req = PurchaseRequest::new("u").request_id("r1");
+        let Outcome::Ok(order) = buy.purchase(&req).await.unwrap() else {
+            panic!("{strategy:?}: the first purchase must sell");
+        };
+        tokio::time::sleep(Duration::from_millis(end.saturating_sub(now_ms()) + 50)).await;
+        assert_eq!(
+            buy.purchase(&req).await.unwrap(),
+            Outcome::Duplicate(order),
+            "{strategy:?}"
+        );
+        let fresh = PurchaseRequest::new("u").request_id("r2");
+        assert_eq!(
+            buy.purchase(&fresh).await.unwrap(),
+            Outcome::Ended,
+            "{strategy:?}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_sale_that_opens_soon_starts_selling_on_time() {
     let (_server, engine) = setup().await;

@@ -11,10 +11,7 @@ mod common;
 use common::take;
 
 async fn redlock(servers: &[RedisServer]) -> Locks {
-    let clients = servers
-        .iter()
-        .map(|s| redis::Client::open(s.url()).unwrap())
-        .collect();
+    let clients = servers.iter().map(|s| common::client(&s.url())).collect();
     Locks::builder().redlock(clients).unwrap()
 }
 

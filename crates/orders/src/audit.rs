@@ -175,7 +175,7 @@ pub async fn audit(engine: &Engine, store: &Store, redis_url: &str, id: &str) ->
         .collect();
     for user in users {
         let held = held_by.get(user).copied().unwrap_or(0);
-        let count = counted.get(user).copied().unwrap_or(held);
+        let count = counted.get(user).copied().unwrap_or(0);
         if limit.is_some() && held != count {
             findings.push(Finding::BuyerCountMismatch {
                 user_id: user.to_owned(),

@@ -254,6 +254,26 @@ async fn audit_finds_planted_mismatches() {
         remaining: 99,
         held: 30
     }));
+
+    // A buyer's count lost while the buyer holds an order: the limit could
+    // then be passed, so the audit must say so.
+    let _: i64 = redis::cmd("HDEL")
+        .arg("seckill:{sale:a}:sale")
+        .arg("u:u1")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let report = audit(&rig.engine, &rig.store, &rig.server.url(), "a")
+        .await
+        .unwrap();
+    assert!(
+        report.findings.contains(&Finding::BuyerCountMismatch {
+            user_id: "u1".to_owned(),
+            counted: 0,
+            held: 1
+        }),
+        "{report:#?}"
+    );
 }
 
 #[tokio::test]

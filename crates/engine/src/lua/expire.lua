@@ -9,7 +9,7 @@
 -- pending order stays in the stream. Each order expires once: its settled
 -- state is written in the same script that returns its units.
 -- Cost: 3 calls to read (HMGET, XRANGE, HMGET of the orders' states), 4-5
--- to expire a wave (see settle), 1 to move the cursor.
+-- to expire a wave whatever its size (see settle), 1 to move the cursor.
 local sale = ARGV[1]
 local m = redis.call('HMGET', KEYS[1], 'gen', 'payment_timeout', 'swept', 'limit')
 if not m[1] then

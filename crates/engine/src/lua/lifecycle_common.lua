@@ -51,11 +51,24 @@ local function settle(sale, gen, limit, orders, state)
   end
   redis.call('HSET', KEYS[3], unpack(states))
   if state ~= 'paid' then
-    redis.call('HINCRBY', KEYS[1], 'left', back)
     if limit > 0 then
-      for user, units in pairs(per_user) do
-        redis.call('HINCRBY', KEYS[1], 'u:' .. user, -units)
+      -- One read and one write for the units and every buyer's count,
+      -- however many buyers the wave holds (at most 3,000, inside Lua's
+      -- unpack limit).
+      local fields, units = { 'left' }, {}
+      for user, n in pairs(per_user) do
+        fields[#fields + 1] = 'u:' .. user
+        units[#units + 1] = n
       end
+      local held = redis.call('HMGET', KEYS[1], unpack(fields))
+      local writes = { 'left', tonumber(held[1] or '0') + back }
+      for i = 2, #fields do
+        writes[#writes + 1] = fields[i]
+        writes[#writes + 1] = tonumber(held[i] or '0') - units[i - 1]
+      end
+      redis.call('HSET', KEYS[1], unpack(writes))
+    else
+      redis.call('HINCRBY', KEYS[1], 'left', back)
     end
     redis.call('PUBLISH', 'seckill:restock', sale)
   end
