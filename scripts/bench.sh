@@ -41,12 +41,17 @@ for s in atomic coalesced; do
 done
 rm -f /tmp/bench.db*
 PG=postgres://postgres@127.0.0.1:5432/seckill_bench
-if psql postgres://postgres@127.0.0.1:5432/postgres -q -c "DROP DATABASE IF EXISTS seckill_bench" \
-  -c "CREATE DATABASE seckill_bench" >/dev/null 2>&1; then
-  for s in atomic coalesced; do
+# A fresh database per run, as the SQLite file is: each run inserts into an
+# empty table.
+fresh_pg() {
+  psql postgres://postgres@127.0.0.1:5432/postgres -q -c "DROP DATABASE IF EXISTS seckill_bench" \
+    -c "CREATE DATABASE seckill_bench" >/dev/null 2>&1
+}
+for s in atomic coalesced; do
+  if fresh_pg; then
     $S bench --strategy $s --stock 200000 --buyers 200000 --persist-to $PG --json >"$OUT/persist-postgres-$s.jsonl"
-  done
-fi
+  fi
+done
 
 if command -v valgrind >/dev/null; then
   step "instructions per purchase (callgrind)"
@@ -59,6 +64,8 @@ redis-server --port "$RPORT" --save '' --appendonly no --daemonize no --logfile 
 PIDS+=($!)
 for _ in $(seq 50); do redis-cli -p "$RPORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
 REDIS=redis://127.0.0.1:$RPORT/
+# The lock's example, as the README shows it (its test runs the same code).
+cargo run -q --release -p seckill-lock --example guarded_counter -- "$REDIS" | grep -qx 'counter = 200'
 TICK=$(getconf CLK_TCK)
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 

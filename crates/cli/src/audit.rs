@@ -33,10 +33,10 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         .await
         .with_context(|| format!("connecting to {}", args.stores.redis_url))?;
     if args.repair_from_sql {
-        repair_from_sql(&engine, &store, &args.stores.redis_url, &args.sale).await?;
+        repair_from_sql(&engine, &store, &args.sale).await?;
         eprintln!("rebuilt sale {} in Redis from SQL", args.sale);
     }
-    let report = audit(&engine, &store, &args.stores.redis_url, &args.sale).await?;
+    let report = audit(&engine, &store, &args.sale).await?;
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
     } else {

@@ -147,7 +147,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         .get_multiplexed_async_connection()
         .await?;
     wait_drained(&mut conn, SALE, Duration::from_secs(10)).await?;
-    let report = audit(&engine, &store, &redis_url, SALE).await?;
+    let report = audit(&engine, &store, SALE).await?;
     let (_, sale) = http.get(&format!("/v1/sales/{SALE}")).await?;
     running.stop().await;
 

@@ -44,20 +44,6 @@ pub struct Args {
     json: bool,
 }
 
-/// Commands the service sends outside scripts that a load makes it send:
-/// the persister's deletes of committed batches, its look at batches in
-/// flight, trims and the checks before a trim (its group, the expiry
-/// cursor), and the list of sales. Its reads are script calls, counted as
-/// such. No script a load runs sends these, so none is counted twice.
-const SERVICE_PLAIN_COMMANDS: [&str; 6] = [
-    "hdel",
-    "hgetall",
-    "xtrim",
-    "xinfo|groups",
-    "hget",
-    "smembers",
-];
-
 #[derive(Serialize)]
 pub struct Report {
     pub requests: u64,
@@ -175,7 +161,10 @@ pub async fn load(http: &Http, args: &Args) -> Result<Report> {
     let seconds = started.elapsed().as_secs_f64();
     let requests = latency.count();
     let cost = match meter {
-        Some(mut meter) => meter.read(&SERVICE_PLAIN_COMMANDS).await?.per(requests),
+        Some(mut meter) => meter
+            .read(&seckill_orders::PLAIN_COMMANDS)
+            .await?
+            .per(requests),
         None => None,
     };
     bar.finish_and_clear();

@@ -152,12 +152,10 @@ fn persist_to_reports_every_order_in_sql_and_its_cost() {
         serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).unwrap();
     assert_eq!(row["persisted_orders"], 20000, "{row}");
     assert!(row["persist_drain_ms"].as_f64().is_some(), "{row}");
-    // /proc counts CPU in 10 ms ticks: present, and never negative.
-    assert!(
-        row["persist_cpu_us_per_order"]
-            .as_f64()
-            .is_some_and(|v| v >= 0.0),
-        "{row}"
+    // 20,000 orders take the persister's threads far more than one 10 ms
+    // tick of /proc CPU; its Redis time leaves out the bench's own polls.
+    common::assert_positive(
+        &row,
+        &["persist_cpu_us_per_order", "persist_redis_us_per_order"],
     );
-    common::assert_positive(&row, &["persist_redis_us_per_order"]);
 }

@@ -51,7 +51,7 @@ fn audit_clean(redis: &str, db: &Path, sale: &str) {
 }
 
 /// Drill 5: a persister process killed mid-batch under load; another takes
-/// over its unacknowledged entries: nothing lost, nothing duplicated.
+/// over the batch it left uncommitted: nothing lost, nothing duplicated.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_persister_killed_under_load_is_replaced_without_loss_or_duplicates() {
     let redis = RedisServer::start().unwrap();

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use seckill_engine::{Engine, Event, OrderInfo, OrderState, RestoredOrder, SaleSpec, StreamEntry};
 use serde::Serialize;
 
-use crate::backlog::{acknowledged_floor, unpersisted};
+use crate::backlog::{committed_floor, unpersisted};
 use crate::error::{Error, Result};
 use crate::store::{Store, StoredOrder};
 
@@ -75,8 +75,8 @@ pub struct Report {
     pub orders_in_redis: usize,
     /// Orders of the sale's current generation in SQL.
     pub orders_in_sql: usize,
-    /// Stream entries not yet persisted (delivered-unacknowledged plus
-    /// undelivered). Differences explained by them are not findings.
+    /// Stream entries not yet persisted (read but not committed, plus
+    /// not yet read). Differences explained by them are not findings.
     pub backlog: u64,
     /// Orders whose differences the backlog explains.
     pub in_backlog: usize,
@@ -87,7 +87,7 @@ pub struct Report {
 }
 
 /// Audits sale `id`.
-pub async fn audit(engine: &Engine, store: &Store, redis_url: &str, id: &str) -> Result<Report> {
+pub async fn audit(engine: &Engine, store: &Store, id: &str) -> Result<Report> {
     let mut findings = Vec::new();
     let stored_sale = store.sale(id).await?;
     let sale = match engine.sale(id).await {
@@ -106,7 +106,7 @@ pub async fn audit(engine: &Engine, store: &Store, redis_url: &str, id: &str) ->
             clean: false,
         });
     };
-    let mut conn = stream_connection(redis_url).await?;
+    let mut conn = engine.connection();
     let (backlog, backlog_orders) = backlog(&mut conn, id).await?;
 
     let redis_orders = engine.orders(id).await?;
@@ -207,13 +207,8 @@ pub async fn audit(engine: &Engine, store: &Store, redis_url: &str, id: &str) ->
 
 /// Rebuilds sale `id` in Redis from SQL. Refuses while the stream holds
 /// events SQL has not received: rebuilding then would drop them.
-pub async fn repair_from_sql(
-    engine: &Engine,
-    store: &Store,
-    redis_url: &str,
-    id: &str,
-) -> Result<()> {
-    let mut conn = stream_connection(redis_url).await?;
+pub async fn repair_from_sql(engine: &Engine, store: &Store, id: &str) -> Result<()> {
+    let mut conn = engine.connection();
     let (backlog, _) = backlog(&mut conn, id).await?;
     if backlog > 0 {
         return Err(Error::Backlog {
@@ -264,18 +259,13 @@ fn live_units(orders: impl Iterator<Item = (OrderState, u32)>) -> u64 {
         .sum()
 }
 
-async fn stream_connection(redis_url: &str) -> Result<redis::aio::MultiplexedConnection> {
-    let client = seckill_engine::client(redis_url)?;
-    Ok(client.get_multiplexed_async_connection().await?)
-}
-
 /// Entries not yet persisted, and the orders they concern.
 async fn backlog(
-    conn: &mut redis::aio::MultiplexedConnection,
+    conn: &mut redis::aio::ConnectionManager,
     sale: &str,
 ) -> Result<(u64, HashSet<String>)> {
     let key = &Engine::stream_key(sale)?;
-    let start = match acknowledged_floor(conn, sale).await? {
+    let start = match committed_floor(conn, sale).await? {
         Some(floor) => floor,
         None => "-".to_owned(),
     };

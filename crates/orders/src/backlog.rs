@@ -1,5 +1,6 @@
-//! What is not yet in SQL: the order events of a sale's stream no persister
-//! has committed, and waiting for them to be. The persister, the audit and
+//! What is not yet in SQL: the entries of a sale's stream no persister has
+//! committed (an entry holds one order event or, from `coalesced`, many),
+//! and waiting for them to be. The persister, the audit and
 //! the tools that wait for a drain all count the same way, here.
 
 use std::collections::HashMap;
@@ -62,7 +63,7 @@ pub async fn wait_drained(
     }
 }
 
-/// Order events of sale `sale_id` not yet persisted: read but not
+/// Stream entries of sale `sale_id` not yet persisted: read but not
 /// committed, or not read at all (the whole stream before any persister
 /// has seen the sale).
 pub async fn unpersisted(
@@ -94,7 +95,7 @@ pub async fn unpersisted(
 /// The lowest entry id of sale `sale_id`'s stream not yet committed: the
 /// first of the oldest batch read, or the one after the last delivered.
 /// Entries below it are safe to drop. `None` if the group does not exist.
-pub(crate) async fn acknowledged_floor(
+pub(crate) async fn committed_floor(
     conn: &mut (impl ConnectionLike + Send + Sync),
     sale_id: &str,
 ) -> Result<Option<String>> {

@@ -20,7 +20,7 @@ pub enum Error {
 
     /// `--repair-from-sql` refused: Redis still holds events SQL lacks.
     #[error(
-        "sale `{sale}` has {backlog} order events not yet in SQL; let the persister drain them first"
+        "sale `{sale}` has {backlog} stream entries not yet in SQL; let the persister drain them first"
     )]
     Backlog {
         /// The sale id.
@@ -30,7 +30,7 @@ pub enum Error {
     },
 
     /// [`crate::wait_drained`] gave up: events were still not in SQL.
-    #[error("sale `{sale}` still has {left} order events not in SQL after {waited:?}")]
+    #[error("sale `{sale}` still has {left} stream entries not in SQL after {waited:?}")]
     NotDrained {
         /// The sale id.
         sale: String,

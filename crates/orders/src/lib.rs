@@ -4,8 +4,9 @@
 //! Modules:
 //! - `store`: [`Store`], the SQL side (SQLite file or PostgreSQL URL, sqlx
 //!   migrations in `migrations/<database>/`), idempotent batched upserts.
-//! - `persister`: [`Persister`], the consumer-group reader that commits
-//!   before it acknowledges, reclaims abandoned entries and trims safely.
+//! - `persister`: [`Persister`], the consumer-group reader: a batch stays
+//!   recorded until committed, abandoned batches are persisted again by
+//!   another, streams are trimmed only below what is committed.
 //! - `backlog`: [`unpersisted`] and [`wait_drained`]: what is not yet in SQL.
 //! - `sweeper`: [`sweep_forever`], expiry of unpaid orders in every sale.
 //! - `audit`: [`audit()`] and [`repair_from_sql`].
@@ -32,6 +33,6 @@ mod sweeper;
 pub use audit::{Finding, Report, audit, repair_from_sql};
 pub use backlog::{unpersisted, wait_drained};
 pub use error::{Error, Result};
-pub use persister::{GROUP, Persister, PersisterConfig};
+pub use persister::{GROUP, PLAIN_COMMANDS, Persister, PersisterConfig};
 pub use store::{Store, StoredOrder, StoredSale};
 pub use sweeper::{sweep, sweep_forever};

@@ -39,6 +39,23 @@ enum Upsert {
     Settle,
 }
 
+impl Upsert {
+    const ALL: [Self; 2] = [Self::Purchase, Self::Settle];
+
+    /// What `ON CONFLICT (order_id)` does for this kind of row.
+    fn conflict(self) -> &'static str {
+        match self {
+            Self::Purchase => {
+                "DO UPDATE SET request_id = excluded.request_id, created_ms = excluded.created_ms"
+            }
+            Self::Settle => {
+                "DO UPDATE SET state = excluded.state, updated_ms = excluded.updated_ms \
+                 WHERE orders.state = 'pending_payment'"
+            }
+        }
+    }
+}
+
 /// The largest power of two rows, up to 2^CHUNK_BITS, within `n`.
 fn chunk_len(n: usize) -> usize {
     let most = 1 << CHUNK_BITS;
@@ -47,26 +64,20 @@ fn chunk_len(n: usize) -> usize {
 
 /// The multi-row upsert of 2^k rows (k ≤ CHUNK_BITS), built once.
 fn statement(postgres: bool, upsert: Upsert, rows: usize) -> &'static str {
-    static STATEMENTS: LazyLock<Vec<String>> = LazyLock::new(|| {
-        let mut all = Vec::new();
+    type Key = (bool, u8, u32);
+    static STATEMENTS: LazyLock<std::collections::HashMap<Key, String>> = LazyLock::new(|| {
+        let mut all = std::collections::HashMap::new();
         for postgres in [false, true] {
-            for conflict in [
-                "DO UPDATE SET request_id = excluded.request_id, created_ms = excluded.created_ms",
-                "DO UPDATE SET state = excluded.state, updated_ms = excluded.updated_ms \
-                 WHERE orders.state = 'pending_payment'",
-            ] {
+            for upsert in Upsert::ALL {
                 for k in 0..=CHUNK_BITS {
-                    all.push(upsert_sql(postgres, conflict, 1 << k));
+                    let sql = upsert_sql(postgres, upsert.conflict(), 1 << k);
+                    all.insert((postgres, upsert as u8, k), sql);
                 }
             }
         }
         all
     });
-    let per_dialect = 2 * (CHUNK_BITS as usize + 1);
-    let index = usize::from(postgres) * per_dialect
-        + (upsert as usize) * (CHUNK_BITS as usize + 1)
-        + rows.ilog2() as usize;
-    &STATEMENTS[index]
+    &STATEMENTS[&(postgres, upsert as u8, rows.ilog2())]
 }
 
 /// `INSERT … VALUES` of `rows` rows of nine parameters, `?` for SQLite
@@ -214,7 +225,7 @@ impl Store {
                         .bind(e.generation)
                         .bind(&e.user_id)
                         .bind(e.quantity)
-                        .bind(e.request_id.clone())
+                        .bind(e.request_id.as_deref())
                         .bind(e.state.as_str())
                         .bind(e.created_ms)
                         .bind(e.at_ms);

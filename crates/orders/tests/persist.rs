@@ -53,9 +53,7 @@ async fn drain(rig: &Rig, sale: &str, consumer: &str) {
         if persister.round().await.unwrap() > 0 {
             continue;
         }
-        let report = audit(&rig.engine, &rig.store, &rig.server.url(), sale)
-            .await
-            .unwrap();
+        let report = audit(&rig.engine, &rig.store, sale).await.unwrap();
         if report.backlog == 0 {
             return;
         }
@@ -84,9 +82,7 @@ async fn assert_sql_matches_redis(rig: &Rig, sale: &str) {
             order.order_id
         );
     }
-    let report = audit(&rig.engine, &rig.store, &rig.server.url(), sale)
-        .await
-        .unwrap();
+    let report = audit(&rig.engine, &rig.store, sale).await.unwrap();
     assert!(report.clean, "{report:#?}");
 }
 
@@ -223,9 +219,7 @@ async fn audit_finds_planted_mismatches() {
         .execute(rig.store.pool())
         .await
         .unwrap();
-    let report = audit(&rig.engine, &rig.store, &rig.server.url(), "a")
-        .await
-        .unwrap();
+    let report = audit(&rig.engine, &rig.store, "a").await.unwrap();
     assert_eq!(
         report.findings,
         [Finding::MissingInSql {
@@ -245,9 +239,7 @@ async fn audit_finds_planted_mismatches() {
         .query_async(&mut conn)
         .await
         .unwrap();
-    let report = audit(&rig.engine, &rig.store, &rig.server.url(), "a")
-        .await
-        .unwrap();
+    let report = audit(&rig.engine, &rig.store, "a").await.unwrap();
     assert!(!report.clean);
     assert!(report.findings.contains(&Finding::StockMismatch {
         stock: 100,
@@ -263,9 +255,7 @@ async fn audit_finds_planted_mismatches() {
         .query_async(&mut conn)
         .await
         .unwrap();
-    let report = audit(&rig.engine, &rig.store, &rig.server.url(), "a")
-        .await
-        .unwrap();
+    let report = audit(&rig.engine, &rig.store, "a").await.unwrap();
     assert!(
         report.findings.contains(&Finding::BuyerCountMismatch {
             user_id: "u1".to_owned(),
@@ -284,13 +274,11 @@ async fn a_backlog_is_reported_apart_from_mismatches() {
         .await
         .unwrap();
     buy_all(&rig.engine, "b", 4).await;
-    let report = audit(&rig.engine, &rig.store, &rig.server.url(), "b")
-        .await
-        .unwrap();
+    let report = audit(&rig.engine, &rig.store, "b").await.unwrap();
     assert_eq!((report.backlog, report.in_backlog), (4, 4));
     assert!(report.clean, "{report:#?}");
     assert!(matches!(
-        repair_from_sql(&rig.engine, &rig.store, &rig.server.url(), "b").await,
+        repair_from_sql(&rig.engine, &rig.store, "b").await,
         Err(seckill_orders::Error::Backlog { backlog: 4, .. })
     ));
 }
@@ -311,19 +299,13 @@ async fn a_redis_that_lost_its_data_is_rebuilt_from_sql() {
         .await
         .unwrap();
     let () = redis::cmd("FLUSHALL").query_async(&mut conn).await.unwrap();
-    let report = audit(&rig.engine, &rig.store, &rig.server.url(), "r")
-        .await
-        .unwrap();
+    let report = audit(&rig.engine, &rig.store, "r").await.unwrap();
     assert_eq!(report.findings, [Finding::SaleMissingInRedis]);
 
-    repair_from_sql(&rig.engine, &rig.store, &rig.server.url(), "r")
-        .await
-        .unwrap();
+    repair_from_sql(&rig.engine, &rig.store, "r").await.unwrap();
     let sale = rig.engine.sale("r").await.unwrap();
     assert_eq!((sale.remaining, sale.sold), (5, 5));
-    let report = audit(&rig.engine, &rig.store, &rig.server.url(), "r")
-        .await
-        .unwrap();
+    let report = audit(&rig.engine, &rig.store, "r").await.unwrap();
     assert!(report.clean, "{report:#?}");
     // Request ids and order numbers carry on from where they were.
     let buy = rig.engine.purchaser(Strategy::Atomic, "r").await.unwrap();

@@ -74,7 +74,7 @@ impl std::fmt::Debug for Running {
 
 impl Running {
     /// Stops accepting, lets in-flight requests finish, lets the persister
-    /// commit and acknowledge what it holds, then returns.
+    /// commit the batch it holds, then returns.
     pub async fn stop(self) {
         let _ = self.stop.send(true);
         for task in self.tasks {

@@ -177,7 +177,7 @@ async fn redis_killed_mid_sale_loses_no_acknowledged_purchase() {
     drain(&redis.url(), "k").await;
     let engine = Engine::connect(&redis.url()).await.unwrap();
     let store = Store::open(&db).await.unwrap();
-    let report = audit(&engine, &store, &redis.url(), "k").await.unwrap();
+    let report = audit(&engine, &store, "k").await.unwrap();
     assert!(report.clean, "{report:#?}");
     let sale = engine.sale("k").await.unwrap();
     assert!(sale.sold <= sale.stock);
@@ -380,7 +380,7 @@ async fn with_everysec_the_loss_window_is_measured_and_audited() {
         window <= Duration::from_millis(2_500),
         "lost more than everysec allows: {window:?}"
     );
-    let report = audit(&engine, &store, &redis.url(), "e").await.unwrap();
+    let report = audit(&engine, &store, "e").await.unwrap();
     let flagged = report
         .findings
         .iter()

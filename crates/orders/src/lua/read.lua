@@ -12,12 +12,10 @@
 -- is re-read by range and persisted again by any persister after a while.
 -- Nothing is overwritten: each batch has its own first id.
 --
--- Cost: per batch, one HSET and one TIME beyond the read. The pending list
--- it replaces cost, per entry of one purchase, ~1.05 µs of Redis to fill
--- (XREADGROUP 1.47 µs per entry read with it, 0.42 with NOACK, in batches
--- of 2,000 on Redis 7.0.15) and ~0.37 µs to empty (XACK): `seckill bench
--- --strategy atomic --persist-to …` reported 1.54-1.67 µs of Redis per
--- persisted order before this script.
+-- Cost: per batch, one HSET and one TIME beyond the read, where a pending
+-- list costs per entry (filled by the read, emptied by an XACK each).
+-- `seckill bench --persist-to` reports the persister's Redis time per
+-- order (docs/benchmarks.md).
 local r = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', ARGV[3], 'NOACK',
   'STREAMS', KEYS[1], '>')
 if not r then
