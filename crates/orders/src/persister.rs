@@ -168,30 +168,20 @@ impl Persister {
                 .arg(GROUP)
                 .arg(&self.config.consumer)
                 .arg(self.config.batch);
-            let entries: redis::Value = read.invoke_async(&mut self.conn).await?;
-            let entries = StreamEntry::list(entries)?;
-            if let Some(first) = entries.first() {
-                let first = first.id.clone();
-                persisted += self.persist(&sale, &keys, &first, &entries).await?;
+            let text: String = read.invoke_async(&mut self.conn).await?;
+            let mut events = Vec::new();
+            if let Some(first) = Event::decode_lines(&sale, &text, &mut events) {
+                let first = first.to_owned();
+                persisted += self.persist(&keys, &first, &events).await?;
             }
         }
         Ok(persisted)
     }
 
-    /// Commits the order events `entries` carry to SQL, then deletes the
-    /// record of the batch they were read as, the one starting at `first`.
-    async fn persist(
-        &mut self,
-        sale: &str,
-        keys: &SaleStream,
-        first: &str,
-        entries: &[StreamEntry],
-    ) -> Result<usize> {
-        let events: Vec<Event> = entries
-            .iter()
-            .flat_map(|e| Event::decode(sale, e))
-            .collect();
-        self.store.apply(&events).await?;
+    /// Commits order events to SQL, then deletes the record of the batch
+    /// they were read as, the one starting at `first`.
+    async fn persist(&mut self, keys: &SaleStream, first: &str, events: &[Event]) -> Result<usize> {
+        self.store.apply(events).await?;
         let _: i64 = self.conn.hdel(&keys.persisting, first).await?;
         Ok(events.len())
     }
@@ -243,7 +233,11 @@ impl Persister {
                     StreamEntry::range(&mut self.conn, &keys.stream, &batch.first, &batch.last)
                         .await?;
                 tracing::info!(sale, first = batch.first, "taking over an abandoned batch");
-                persisted += self.persist(&sale, &keys, &batch.first, &entries).await?;
+                let events: Vec<Event> = entries
+                    .iter()
+                    .flat_map(|e| Event::decode(&sale, e))
+                    .collect();
+                persisted += self.persist(&keys, &batch.first, &events).await?;
             }
         }
         Ok(persisted)

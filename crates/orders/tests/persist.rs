@@ -5,9 +5,9 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use seckill_engine::bench::race;
-use seckill_engine::{Engine, Outcome, PurchaseRequest, SaleSpec, Strategy};
+use seckill_engine::{Engine, OrderId, Outcome, PurchaseRequest, SaleSpec, Strategy};
 use seckill_orders::{
-    Finding, Persister, PersisterConfig, Store, audit, repair_from_sql, unpersisted,
+    Finding, Persister, PersisterConfig, Store, StoredOrder, audit, repair_from_sql, unpersisted,
 };
 use seckill_testkit::RedisServer;
 
@@ -70,17 +70,31 @@ async fn assert_sql_matches_redis(rig: &Rig, sale: &str) {
     let generation = rig.engine.sale(sale).await.unwrap().generation as i64;
     let sql = rig.store.orders(sale, generation).await.unwrap();
     assert_eq!(sql.len(), redis.len(), "row count");
-    let by_id: HashMap<&str, &str> = sql
-        .iter()
-        .map(|o| (o.order_id.as_str(), o.state.as_str()))
-        .collect();
+    let by_id: HashMap<&str, &StoredOrder> = sql.iter().map(|o| (o.order_id.as_str(), o)).collect();
     for order in &redis {
+        let row = by_id.get(order.order_id.as_str()).expect(&order.order_id);
+        let id: OrderId = order.order_id.parse().unwrap();
         assert_eq!(
-            by_id.get(order.order_id.as_str()),
-            Some(&order.state.as_str()),
+            (
+                row.state.as_str(),
+                row.sale_id.as_str(),
+                row.generation,
+                row.user_id.as_str(),
+                row.quantity,
+                row.created_ms,
+            ),
+            (
+                order.state.as_str(),
+                sale,
+                generation,
+                order.user_id.as_str(),
+                i64::from(order.quantity),
+                id.ms as i64,
+            ),
             "{}",
             order.order_id
         );
+        assert!(row.updated_ms >= row.created_ms, "{row:?}");
     }
     let report = audit(&rig.engine, &rig.store, sale).await.unwrap();
     assert!(report.clean, "{report:#?}");
