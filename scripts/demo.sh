@@ -4,5 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
-cargo build --release -q -p seckill
+# Not -q: a first build takes minutes, and its progress shows it is working.
+cargo build --release -p seckill
 exec ./target/release/seckill demo "$@"

@@ -10,7 +10,7 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::event::{Event, OrderId, StreamEntry};
 use crate::inspect::stream_events;
-use crate::keys::SaleKeys;
+use crate::keys::{SaleKeys, check_id};
 use crate::scripts::SCRIPTS;
 
 /// Where an order stands.
@@ -121,13 +121,25 @@ pub(crate) fn transition(order_id: &str, answer: &str) -> Result<OrderState> {
     OrderState::parse(answer).ok_or_else(|| unexpected(answer))
 }
 
+/// The id of an order asked for by a client: one that keeps the id rules
+/// but is not of this system's form names no order (`OrderNotFound`);
+/// one that breaks them is `Invalid`.
+fn known(order_id: &str) -> Result<OrderId> {
+    order_id
+        .parse()
+        .map_err(|e| match check_id("order_id", order_id) {
+            Ok(()) => Error::OrderNotFound(order_id.to_owned()),
+            Err(_) => e,
+        })
+}
+
 fn unexpected(answer: &str) -> Error {
     Error::Batch(format!("unexpected order script answer: {answer:?}"))
 }
 
 impl Engine {
     async fn settle(&self, order_id: &str, op: &str) -> Result<OrderState> {
-        let id: OrderId = order_id.parse()?;
+        let id = known(order_id)?;
         let keys = SaleKeys::new(&id.sale)?;
         let answer: String = SCRIPTS
             .order
@@ -143,7 +155,7 @@ impl Engine {
 
     /// An order of the production path (`atomic`, `coalesced`).
     pub async fn order(&self, order_id: &str) -> Result<OrderInfo> {
-        let id: OrderId = order_id.parse()?;
+        let id = known(order_id)?;
         let keys = SaleKeys::new(&id.sale)?;
         let entry = id.entry();
         let ((generation, timeout), settled, found): (

@@ -205,20 +205,16 @@ pub struct Store {
 }
 
 impl Store {
-    /// Opens `target` (a `postgres://` URL, a `sqlite:` URL, or a file
-    /// path for SQLite, created if missing) and brings its schema up to date.
+    /// Opens `target` (a `postgres://` URL; for SQLite a file path,
+    /// `sqlite:PATH` or `sqlite://PATH`, the file created if missing) and
+    /// brings its schema up to date.
     pub async fn open(target: &str) -> Result<Self> {
         install_default_drivers();
         let postgres = target.starts_with("postgres://") || target.starts_with("postgresql://");
-        let url = if postgres || target.starts_with("sqlite:") {
+        let url = if postgres {
             target.to_owned()
-        } else if target.is_empty() {
-            return Err(Error::Invalid {
-                what: "database",
-                reason: "empty path".to_owned(),
-            });
         } else {
-            format!("sqlite://{target}?mode=rwc")
+            sqlite_url(target)?
         };
         let pool = AnyPoolOptions::new()
             .max_connections(if postgres { 8 } else { 4 })
@@ -382,6 +378,37 @@ impl Store {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())
     }
+}
+
+/// The sqlx URL of a SQLite target given as a plain path, `sqlite:PATH` or
+/// `sqlite://PATH` (query parameters kept), with the file and its folder
+/// created when missing, as an operator expects of every form.
+fn sqlite_url(target: &str) -> Result<String> {
+    let rest = target
+        .strip_prefix("sqlite://")
+        .or_else(|| target.strip_prefix("sqlite:"))
+        .unwrap_or(target);
+    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+    if path.is_empty() {
+        return Err(Error::Invalid {
+            what: "database",
+            reason: "empty path".to_owned(),
+        });
+    }
+    if path != ":memory:"
+        && let Some(folder) = std::path::Path::new(path).parent()
+        && !folder.as_os_str().is_empty()
+    {
+        std::fs::create_dir_all(folder).map_err(|e| Error::Invalid {
+            what: "database",
+            reason: format!("cannot create the folder {}: {e}", folder.display()),
+        })?;
+    }
+    let mut params: Vec<&str> = query.split('&').filter(|p| !p.is_empty()).collect();
+    if !params.iter().any(|p| p.starts_with("mode=")) {
+        params.push("mode=rwc");
+    }
+    Ok(format!("sqlite://{path}?{}", params.join("&")))
 }
 
 /// Brings the schema up to date. SQLite has no migration lock, so two

@@ -526,3 +526,33 @@ async fn a_purchase_arriving_after_its_settlement_still_fills_in_its_request_id(
         ("paid", Some("r-9"), 1_000, 2_000)
     );
 }
+
+#[tokio::test]
+async fn every_sqlite_form_creates_its_file_and_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().display().to_string();
+    for (n, form) in [
+        "{root}/a/plain.db",
+        "sqlite:{root}/b/short.db",
+        "sqlite://{root}/c/long.db",
+        "sqlite://{root}/d/params.db?mode=rwc",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let target = form.replace("{root}", &root);
+        let store = Store::open(&target)
+            .await
+            .unwrap_or_else(|e| panic!("{target}: {e}"));
+        store.ping().await.unwrap();
+        let file = target
+            .trim_start_matches("sqlite://")
+            .trim_start_matches("sqlite:")
+            .split('?')
+            .next()
+            .unwrap()
+            .to_owned();
+        assert!(std::path::Path::new(&file).is_file(), "{n}: {file}");
+    }
+    assert!(Store::open("sqlite:").await.is_err());
+}

@@ -80,6 +80,23 @@ impl Http {
         self.send(Method::POST, path, Some(body)).await
     }
 
+    /// `POST` of `body` as JSON to `path` with an `Idempotency-Key`
+    /// header: a repeat is answered as the first request was.
+    pub async fn post_idempotent(
+        &self,
+        path: &str,
+        body: &Value,
+        key: &str,
+    ) -> Result<(StatusCode, Value)> {
+        let bytes = serde_json::to_vec(body).map_err(http_error)?;
+        let headers = [
+            ("content-type", "application/json"),
+            ("idempotency-key", key),
+        ];
+        self.request(Method::POST, path, &headers, Bytes::from(bytes))
+            .await
+    }
+
     async fn send(
         &self,
         method: Method,
@@ -106,14 +123,28 @@ impl Http {
         content_type: Option<&str>,
         body: Bytes,
     ) -> Result<(StatusCode, Value)> {
+        let headers: &[(&str, &str)] = match content_type {
+            Some(content_type) => &[("content-type", content_type)],
+            None => &[],
+        };
+        self.request(method, path, headers, body).await
+    }
+
+    async fn request(
+        &self,
+        method: Method,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Bytes,
+    ) -> Result<(StatusCode, Value)> {
         let mut req = Request::builder()
             .method(method)
             .uri(format!("{}{path}", self.base));
         if let Some(token) = &self.token {
             req = req.header("authorization", format!("Bearer {token}"));
         }
-        if let Some(content_type) = content_type {
-            req = req.header("content-type", content_type);
+        for (name, value) in headers {
+            req = req.header(*name, *value);
         }
         let req = req.body(Full::new(body)).map_err(http_error)?;
         let call = async {

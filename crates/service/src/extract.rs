@@ -1,15 +1,16 @@
-//! A JSON body extractor whose every rejection is a documented 4xx.
+//! Extractors whose every rejection is a documented 4xx in plain words.
 
-use axum::extract::rejection::JsonRejection;
-use axum::extract::{FromRequest, Request};
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
+use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
 
 /// Like `axum::Json`, but malformed JSON, wrong types, unknown fields and a
-/// missing content type answer `400 invalid_request` naming the problem,
-/// and an oversized body `413 payload_too_large`.
+/// missing content type answer `400 invalid_request` naming the field and
+/// what it takes, and an oversized body `413 payload_too_large`.
 pub struct Body<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
@@ -23,6 +24,23 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
     }
 }
 
+/// Like `axum::extract::Query`, with rejections as [`Body`]'s.
+pub struct Query<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Query<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::extract::Query::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Query(value)) => Ok(Self(value)),
+            Err(QueryRejection::FailedToDeserializeQueryString(e)) => {
+                Err(ApiError::invalid(plain(&e.body_text())))
+            }
+            Err(other) => Err(ApiError::invalid(plain(&other.body_text()))),
+        }
+    }
+}
+
 fn reject(rejection: JsonRejection) -> ApiError {
     if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
         return ApiError::new(
@@ -32,12 +50,200 @@ fn reject(rejection: JsonRejection) -> ApiError {
         );
     }
     let detail = match &rejection {
-        JsonRejection::JsonDataError(e) => e.body_text(),
-        JsonRejection::JsonSyntaxError(e) => e.body_text(),
+        JsonRejection::JsonDataError(e) => plain(&e.body_text()),
+        JsonRejection::JsonSyntaxError(e) => syntax(&e.body_text()),
         JsonRejection::MissingJsonContentType(_) => {
             "expected `Content-Type: application/json`".to_owned()
         }
-        other => other.body_text(),
+        _ => "the body could not be read".to_owned(),
     };
     ApiError::invalid(detail)
+}
+
+/// A JSON syntax error with its place: `the body is not valid JSON: <what>
+/// (line L, column C)`.
+fn syntax(text: &str) -> String {
+    let (_, message) = split_path(strip_preamble(text));
+    let (what, place) = match message.rfind(" at line ") {
+        Some(at) => (
+            &message[..at],
+            message[at + " at line ".len()..].replace(" column ", ", column "),
+        ),
+        None => (message, String::new()),
+    };
+    let what = what.replace("EOF while parsing", "the body ended inside");
+    if place.is_empty() {
+        format!("the body is not valid JSON: {what}")
+    } else {
+        format!("the body is not valid JSON: {what} (line {place})")
+    }
+}
+
+/// The framework's preamble off a rejection's text.
+fn strip_preamble(text: &str) -> &str {
+    const PREAMBLES: [&str; 4] = [
+        "Failed to deserialize the JSON body into the target type: ",
+        "Failed to parse the request body as JSON: ",
+        "Failed to deserialize query string: ",
+        "Failed to deserialize query string",
+    ];
+    PREAMBLES
+        .iter()
+        .find_map(|p| text.strip_prefix(p))
+        .unwrap_or(text)
+}
+
+/// A deserializer's complaint as `<field>: <what it takes>[, got <what
+/// came>]`, in words a client's author reads without knowing the server's
+/// language: no preamble, no positions, no type names like `u64`.
+pub fn plain(text: &str) -> String {
+    let text = strip_preamble(text);
+    let text = match text.rfind(" at line ") {
+        Some(at) if text[at..].contains(" column ") => &text[..at],
+        _ => text,
+    };
+    let (path, message) = split_path(text);
+    let (path, message) = if let Some(field) = message
+        .strip_prefix("missing field `")
+        .and_then(|m| m.strip_suffix('`'))
+    {
+        (join(path, field), "required".to_owned())
+    } else if let Some(rest) = message.strip_prefix("unknown field `") {
+        let (field, known) = rest.split_once('`').unwrap_or((rest, ""));
+        let known = known
+            .strip_prefix(", expected one of ")
+            .or_else(|| known.strip_prefix(", expected "))
+            .map(|k| format!("; the fields are {}", k.replace('`', "")))
+            .unwrap_or_default();
+        (
+            join(path, field),
+            format!("not a field of this request{known}"),
+        )
+    } else if let Some(rest) = message
+        .strip_prefix("invalid type: ")
+        .or_else(|| message.strip_prefix("invalid value: "))
+    {
+        let (got, expected) = rest
+            .split_once(", expected ")
+            .unwrap_or((rest, "another value"));
+        (
+            path.to_owned(),
+            format!("expected {}, got {}", kind(expected), value(got)),
+        )
+    } else if message.contains("invalid digit") || message.contains("cannot parse integer") {
+        (path.to_owned(), "expected a whole number".to_owned())
+    } else if message.contains("number too large") || message.contains("too large to fit") {
+        (path.to_owned(), "the number is too large".to_owned())
+    } else {
+        (path.to_owned(), message.to_owned())
+    };
+    if path.is_empty() || path == "." {
+        message
+    } else {
+        format!("{path}: {message}")
+    }
+}
+
+/// `field: message` → (`field`, `message`); a message with no field path.
+fn split_path(text: &str) -> (&str, &str) {
+    match text.split_once(": ") {
+        Some((path, message))
+            if !path.is_empty()
+                && path
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '[' | ']')) =>
+        {
+            (path, message)
+        }
+        _ => ("", text),
+    }
+}
+
+fn join(path: &str, field: &str) -> String {
+    if path.is_empty() || path == "." {
+        field.to_owned()
+    } else if path == field || path.ends_with(&format!(".{field}")) {
+        // Some paths already end at the field named.
+        path.to_owned()
+    } else {
+        format!("{path}.{field}")
+    }
+}
+
+/// A deserializer's "expected" in plain words.
+fn kind(expected: &str) -> String {
+    match expected {
+        "u8" | "u16" | "u32" | "u64" | "usize" => "a whole number, 0 or more".to_owned(),
+        "i8" | "i16" | "i32" | "i64" | "isize" => "a whole number".to_owned(),
+        "f32" | "f64" => "a number".to_owned(),
+        "a sequence" => "a list".to_owned(),
+        "a map" => "an object".to_owned(),
+        "a boolean" | "a string" => expected.to_owned(),
+        e if e.starts_with("struct ") || e.starts_with("a map") => "an object".to_owned(),
+        e => e.to_owned(),
+    }
+}
+
+/// A deserializer's "got" in plain words.
+fn value(got: &str) -> String {
+    for (prefix, word) in [
+        ("integer ", ""),
+        ("floating point ", ""),
+        ("boolean ", ""),
+        ("string ", "the string "),
+    ] {
+        if let Some(rest) = got.strip_prefix(prefix) {
+            return format!("{word}{}", rest.trim_matches('`'));
+        }
+    }
+    match got {
+        "map" => "an object".to_owned(),
+        "sequence" => "a list".to_owned(),
+        "unit value" | "null" => "null".to_owned(),
+        other => other.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::plain;
+
+    #[test]
+    fn rejections_read_as_field_and_expectation() {
+        let cases = [
+            (
+                "Failed to deserialize the JSON body into the target type: stock: invalid type: string \"x\", expected u64 at line 1 column 85",
+                "stock: expected a whole number, 0 or more, got the string \"x\"",
+            ),
+            (
+                "Failed to deserialize the JSON body into the target type: missing field `stock` at line 1 column 30",
+                "stock: required",
+            ),
+            (
+                "Failed to deserialize the JSON body into the target type: unknown field `color`, expected one of `id`, `name` at line 1 column 9",
+                "color: not a field of this request; the fields are id, name",
+            ),
+            (
+                "Failed to deserialize the JSON body into the target type: color: unknown field `color`, expected `id` at line 1 column 9",
+                "color: not a field of this request; the fields are id",
+            ),
+            (
+                "Failed to deserialize query string: limit: invalid digit found in string",
+                "limit: expected a whole number",
+            ),
+            (
+                "Failed to deserialize the JSON body into the target type: quantity: invalid value: integer `-1`, expected u32 at line 1 column 9",
+                "quantity: expected a whole number, 0 or more, got -1",
+            ),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(plain(raw), want);
+        }
+        assert_eq!(
+            super::syntax(
+                "Failed to parse the request body as JSON: user_id: EOF while parsing a value at line 1 column 12"
+            ),
+            "the body is not valid JSON: the body ended inside a value (line 1, column 12)"
+        );
+    }
 }

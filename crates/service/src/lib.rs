@@ -6,7 +6,9 @@
 //!   graceful shutdown, the restock listener behind the sold-out fast path.
 //! - `routes`: the handlers of the API described in `src/openapi.json`.
 //! - `state`: what handlers share: engine, store, purchasers, sold-out marks.
-//! - `extract`: the JSON body extractor that turns every rejection into a 4xx.
+//! - `extract`: body and query extractors whose every rejection is a 4xx
+//!   in plain words.
+//! - `time`: times in (RFC 3339 or ms) and out (RFC 3339).
 //! - `limiter`: the per-user rate limit.
 //! - `metrics`: Prometheus metrics.
 //! - `client`: [`client::Http`], a JSON client of this API (load, demo, tests).
@@ -39,6 +41,7 @@ mod metrics;
 mod routes;
 mod server;
 mod state;
+mod time;
 
 pub use error::ApiError;
 pub use server::{BODY_LIMIT, Config, Running, start};

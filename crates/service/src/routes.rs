@@ -3,15 +3,17 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use seckill_engine::{Outcome, PurchaseRequest, Sale, SaleSpec, check_id};
+use seckill_engine::{OrderInfo, OrderState, Outcome, PurchaseRequest, Sale, SaleSpec, check_id};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::error::ApiError;
+use crate::extract::Query;
 use crate::state::AppState;
+use crate::time::{self, Millis};
 
 type Shared = State<Arc<AppState>>;
 type Answer = Result<Response, ApiError>;
@@ -23,9 +25,8 @@ pub struct NewSale {
     name: String,
     stock: u64,
     per_user_limit: u32,
-    /// Milliseconds since the Unix epoch.
-    starts_at: Option<u64>,
-    ends_at: Option<u64>,
+    starts_at: Option<Millis>,
+    ends_at: Option<Millis>,
     payment_timeout_secs: Option<u64>,
 }
 
@@ -38,7 +39,9 @@ struct SaleBody {
     sold: u64,
     per_user_limit: Option<u32>,
     status: seckill_engine::Status,
+    #[serde(serialize_with = "time::serialize_opt")]
     starts_at: Option<u64>,
+    #[serde(serialize_with = "time::serialize_opt")]
     ends_at: Option<u64>,
     payment_timeout_secs: u64,
 }
@@ -69,7 +72,7 @@ pub async fn create_sale(
     let mut spec = SaleSpec::new(&body.id, body.stock)
         .name(&body.name)
         .per_user_limit(body.per_user_limit)
-        .window(body.starts_at, body.ends_at);
+        .window(body.starts_at.map(|t| t.0), body.ends_at.map(|t| t.0));
     if let Some(secs) = body.payment_timeout_secs {
         if secs == 0 || secs > 86_400 {
             return Err(ApiError::invalid("payment_timeout_secs: must be 1-86400"));
@@ -103,13 +106,22 @@ fn one() -> u32 {
 pub async fn purchase(
     State(state): Shared,
     Path(id): Path<String>,
+    headers: HeaderMap,
     crate::extract::Body(body): crate::extract::Body<PurchaseBody>,
 ) -> Answer {
     check_id("sale id", &id)?;
+    let request_id = match (idempotency_key(&headers)?, body.request_id) {
+        (Some(header), Some(field)) if header != field => {
+            return Err(ApiError::invalid(
+                "request_id: differs from the Idempotency-Key header; send one, or both equal",
+            ));
+        }
+        (header, field) => header.or(field),
+    };
     let req = PurchaseRequest {
         user_id: body.user_id,
         quantity: body.quantity,
-        request_id: body.request_id,
+        request_id,
     };
     req.validate()?;
     match state.purchase(&id, &req).await? {
@@ -123,6 +135,19 @@ pub async fn purchase(
     }
 }
 
+/// The `Idempotency-Key` header (IETF httpapi draft), held to the request
+/// id rules; `None` when absent.
+fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    let Some(value) = headers.get("idempotency-key") else {
+        return Ok(None);
+    };
+    let key = value
+        .to_str()
+        .map_err(|_| ApiError::invalid("Idempotency-Key: only A-Z a-z 0-9 _ - are allowed"))?;
+    check_id("Idempotency-Key", key)?;
+    Ok(Some(key.to_owned()))
+}
+
 fn refusal(outcome: Outcome) -> ApiError {
     let message = match outcome {
         Outcome::SoldOut => "no units left",
@@ -134,16 +159,48 @@ fn refusal(outcome: Outcome) -> ApiError {
     ApiError::conflict(outcome.code(), message)
 }
 
-pub async fn get_order(State(state): Shared, Path(order_id): Path<String>) -> Answer {
-    Ok(Json(state.engine.order(&order_id).await?).into_response())
+/// An order as the API shows it: times as RFC 3339.
+#[derive(Serialize)]
+struct OrderBody {
+    order_id: String,
+    sale_id: String,
+    user_id: String,
+    quantity: u32,
+    state: OrderState,
+    pay_by: String,
 }
 
-pub async fn pay(State(state): Shared, Path(order_id): Path<String>) -> Answer {
+impl From<OrderInfo> for OrderBody {
+    fn from(o: OrderInfo) -> Self {
+        Self {
+            pay_by: time::format(o.pay_by_ms),
+            order_id: o.order_id,
+            sale_id: o.sale_id,
+            user_id: o.user_id,
+            quantity: o.quantity,
+            state: o.state,
+        }
+    }
+}
+
+pub async fn get_order(State(state): Shared, Path(order_id): Path<String>) -> Answer {
+    Ok(Json(OrderBody::from(state.engine.order(&order_id).await?)).into_response())
+}
+
+/// Pay and cancel are idempotent by nature (a repeat answers the state the
+/// first one made); a key sent with them is held to the request id rules.
+pub async fn pay(State(state): Shared, Path(order_id): Path<String>, headers: HeaderMap) -> Answer {
+    idempotency_key(&headers)?;
     let new = state.engine.pay(&order_id).await?;
     Ok(Json(json!({ "order_id": order_id, "state": new })).into_response())
 }
 
-pub async fn cancel(State(state): Shared, Path(order_id): Path<String>) -> Answer {
+pub async fn cancel(
+    State(state): Shared,
+    Path(order_id): Path<String>,
+    headers: HeaderMap,
+) -> Answer {
+    idempotency_key(&headers)?;
     let new = state.engine.cancel(&order_id).await?;
     Ok(Json(json!({ "order_id": order_id, "state": new })).into_response())
 }
@@ -160,10 +217,10 @@ pub async fn list_orders(
     State(state): Shared,
     headers: HeaderMap,
     Path(id): Path<String>,
-    query: Result<Query<Page>, axum::extract::rejection::QueryRejection>,
+    query: Result<Query<Page>, ApiError>,
 ) -> Answer {
     state.check_admin(auth(&headers))?;
-    let Query(page) = query.map_err(|e| ApiError::invalid(e.body_text()))?;
+    let Query(page) = query?;
     check_id("sale id", &id)?;
     if let Some(user) = &page.user_id {
         check_id("user_id", user)?;
@@ -183,6 +240,21 @@ pub async fn list_orders(
     let next = (orders.len() == limit as usize)
         .then(|| orders.last().map(|o| o.order_id.clone()))
         .flatten();
+    let orders: Vec<_> = orders
+        .into_iter()
+        .map(|o| {
+            json!({
+                "order_id": o.order_id,
+                "sale_id": o.sale_id,
+                "user_id": o.user_id,
+                "quantity": o.quantity,
+                "request_id": o.request_id,
+                "state": o.state,
+                "created_at": time::format(o.created_ms as u64),
+                "updated_at": time::format(o.updated_ms as u64),
+            })
+        })
+        .collect();
     Ok(Json(json!({ "orders": orders, "next_after": next })).into_response())
 }
 

@@ -54,7 +54,21 @@ fn now_ms() -> u64 {
 fn expect(answer: (StatusCode, Value), status: u16, code: &str) {
     assert_eq!(answer.0.as_u16(), status, "{}", answer.1);
     assert_eq!(answer.1["code"], code, "{}", answer.1);
-    assert!(answer.1["message"].as_str().is_some_and(|m| !m.is_empty()));
+    let message = answer.1["message"].as_str().unwrap_or_default();
+    assert!(!message.is_empty(), "{}", answer.1);
+    // Plain words: nothing of the frameworks inside shows through.
+    for internal in [
+        "deserializ",
+        "Failed to",
+        " at line ",
+        "u64",
+        "u32",
+        "serde",
+        "sqlx",
+        "axum",
+    ] {
+        assert!(!message.contains(internal), "{internal}: {message}");
+    }
 }
 
 async fn create(rig: &Rig, body: Value) -> (StatusCode, Value) {
@@ -276,8 +290,8 @@ async fn sales_purchases_and_orders_answer_as_documented() {
     );
     expect(
         rig.http.get("/v1/orders/not-an-order").await.unwrap(),
-        400,
-        "invalid_request",
+        404,
+        "order_not_found",
     );
 
     // Windows and expiry.
@@ -457,6 +471,128 @@ async fn sales_purchases_and_orders_answer_as_documented() {
     ] {
         assert!(metrics.contains(needle), "metrics lack {needle}");
     }
+    rig.running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn times_unknown_orders_and_idempotency_keys_answer_as_operators_expect() {
+    let rig = rig(0.0, 1.0).await;
+    // Times in as RFC 3339 (any offset) or ms; out as RFC 3339.
+    let (status, sale) = create(
+        &rig,
+        json!({ "id": "t1", "name": "t", "stock": 5, "per_user_limit": 5,
+                "starts_at": "2020-01-01T08:00:00+08:00", "ends_at": 4_102_444_800_000u64 }),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{sale}");
+    assert_eq!(sale["starts_at"], "2020-01-01T00:00:00Z");
+    assert_eq!(sale["ends_at"], "2100-01-01T00:00:00Z");
+    let (_, read) = rig.http.get("/v1/sales/t1").await.unwrap();
+    assert_eq!(read["starts_at"], sale["starts_at"]);
+    for (bad, field, expected) in [
+        (json!({ "starts_at": "tomorrow" }), "starts_at", "RFC 3339"),
+        (json!({ "ends_at": -5 }), "ends_at", "RFC 3339"),
+        (json!({ "ends_at": true }), "ends_at", "RFC 3339"),
+        (json!({ "stock": "many" }), "stock", "whole number"),
+        (json!({ "stock": null }), "stock", "whole number"),
+        (json!({ "color": "red" }), "color", "not a field"),
+    ] {
+        let mut body = json!({ "id": "t2", "name": "t", "stock": 1, "per_user_limit": 1 });
+        for (k, v) in bad.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let answer = create(&rig, body).await;
+        let message = answer.1["message"].as_str().unwrap_or_default().to_owned();
+        expect(answer, 400, "invalid_request");
+        assert!(message.starts_with(&format!("{field}: ")), "{message}");
+        assert!(message.contains(expected), "{message}");
+    }
+    let answer = create(
+        &rig,
+        json!({ "id": "t2", "name": "t", "per_user_limit": 1 }),
+    )
+    .await;
+    assert_eq!(answer.1["message"], "stock: required");
+
+    // An id of the right characters that names no order is not found.
+    for path in ["/v1/orders/nosuch-abc", "/v1/orders/t1-1-2-3-4"] {
+        expect(rig.http.get(path).await.unwrap(), 404, "order_not_found");
+        let pay = rig
+            .http
+            .post(&format!("{path}/pay"), &json!({}))
+            .await
+            .unwrap();
+        expect(pay, 404, "order_not_found");
+    }
+    expect(
+        rig.http.get("/v1/orders/no%20such").await.unwrap(),
+        400,
+        "invalid_request",
+    );
+
+    // Idempotency-Key: the request id, from a header.
+    let path = "/v1/sales/t1/purchase";
+    let first = rig
+        .http
+        .post_idempotent(path, &json!({ "user_id": "ann" }), "k-1")
+        .await
+        .unwrap();
+    assert_eq!(first.0, StatusCode::OK, "{}", first.1);
+    let again = rig
+        .http
+        .post_idempotent(path, &json!({ "user_id": "ann" }), "k-1")
+        .await
+        .unwrap();
+    assert_eq!(again, first);
+    let in_body = buy(&rig, "t1", json!({ "user_id": "ann", "request_id": "k-1" })).await;
+    assert_eq!(in_body, first);
+    let both = rig
+        .http
+        .post_idempotent(
+            path,
+            &json!({ "user_id": "ann", "request_id": "k-1" }),
+            "k-1",
+        )
+        .await
+        .unwrap();
+    assert_eq!(both, first);
+    let clash = rig
+        .http
+        .post_idempotent(
+            path,
+            &json!({ "user_id": "ann", "request_id": "k-2" }),
+            "k-1",
+        )
+        .await
+        .unwrap();
+    expect(clash, 400, "invalid_request");
+    let bad_key = rig
+        .http
+        .post_idempotent(path, &json!({ "user_id": "ann" }), "k 1")
+        .await
+        .unwrap();
+    expect(bad_key, 400, "invalid_request");
+    let (_, sale) = rig.http.get("/v1/sales/t1").await.unwrap();
+    assert_eq!(sale["sold"], 1, "one purchase however often repeated");
+    let order = first.1["order_id"].as_str().unwrap();
+    let pay = format!("/v1/orders/{order}/pay");
+    let paid = rig
+        .http
+        .post_idempotent(&pay, &json!({}), "p-1")
+        .await
+        .unwrap();
+    assert_eq!(paid.1["state"], "paid", "{}", paid.1);
+    let repeat = rig
+        .http
+        .post_idempotent(&pay, &json!({}), "p-1")
+        .await
+        .unwrap();
+    assert_eq!(repeat, paid);
+    let (_, info) = rig.http.get(&format!("/v1/orders/{order}")).await.unwrap();
+    assert!(
+        info["pay_by"].as_str().is_some_and(|t| t.ends_with('Z')),
+        "{info}"
+    );
     rig.running.stop().await;
 }
 
