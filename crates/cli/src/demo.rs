@@ -59,6 +59,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         rate_per_user: 50.0,
         burst_per_user: 100.0,
         background: true,
+        limits: Default::default(),
     })
     .await
     .context("starting the service")?;

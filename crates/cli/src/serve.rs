@@ -25,6 +25,17 @@ pub struct Args {
     /// (run `seckill persist` instead).
     #[arg(long)]
     no_background: bool,
+    /// Most connections open at once; past it new ones get a 503 and are
+    /// closed at once.
+    #[arg(long, default_value_t = 10_000)]
+    max_connections: usize,
+    /// Seconds a request may take from its first byte to the end of its
+    /// header before its connection is closed.
+    #[arg(long, default_value_t = 10.0)]
+    header_timeout: f64,
+    /// Seconds a kept-alive connection may sit between requests.
+    #[arg(long, default_value_t = 60.0)]
+    idle_timeout: f64,
 }
 
 pub async fn run(args: Args) -> Result<ExitCode> {
@@ -36,6 +47,10 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         args.rate_per_user >= 0.0 && args.burst_per_user >= 1.0,
         "--rate-per-user must be >= 0 and --burst-per-user >= 1"
     );
+    anyhow::ensure!(
+        args.max_connections >= 1,
+        "--max-connections must be at least 1"
+    );
     let config = seckill_service::Config {
         listen: args.listen,
         redis_url: args.stores.redis_url,
@@ -44,6 +59,11 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         rate_per_user: args.rate_per_user,
         burst_per_user: args.burst_per_user,
         background: !args.no_background,
+        limits: seckill_service::Limits {
+            max_connections: args.max_connections,
+            header_timeout: seconds("--header-timeout", args.header_timeout)?,
+            idle_timeout: seconds("--idle-timeout", args.idle_timeout)?,
+        },
     };
     let running = seckill_service::start(config)
         .await
@@ -53,4 +73,13 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     eprintln!("shutting down: finishing in-flight requests and persisting");
     running.stop().await;
     Ok(ExitCode::SUCCESS)
+}
+
+/// A positive, finite number of seconds from the command line.
+fn seconds(flag: &str, secs: f64) -> Result<std::time::Duration> {
+    anyhow::ensure!(
+        secs.is_finite() && secs > 0.0 && secs <= 86_400.0,
+        "{flag} must be a number of seconds above 0 and at most 86400"
+    );
+    Ok(std::time::Duration::from_secs_f64(secs))
 }

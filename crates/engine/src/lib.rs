@@ -61,4 +61,5 @@ pub use order::{MAX_QUANTITY, Order, Outcome, PurchaseRequest};
 pub use records::LedgerEntry;
 pub use restore::RestoredOrder;
 pub use sale::{Inventory, MAX_STOCK, Sale, SaleSpec, Status};
+pub use sales::StockChange;
 pub use strategy::{CoalescerConfig, Purchaser, Strategy};

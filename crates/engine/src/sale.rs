@@ -140,7 +140,7 @@ impl SaleSpec {
 }
 
 /// Where a sale stands now.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     /// The start time is still ahead.

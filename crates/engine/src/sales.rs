@@ -7,7 +7,7 @@ use redis::AsyncCommands;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::keys::{SALES, SaleKeys};
-use crate::sale::{Sale, SaleSpec};
+use crate::sale::{MAX_STOCK, Sale, SaleSpec};
 use crate::scripts::SCRIPTS;
 
 impl Engine {
@@ -72,10 +72,97 @@ impl Engine {
         Ok(deleted > 0)
     }
 
+    /// Ends sale `id` now: purchases are refused as `Ended` from here on,
+    /// by purchasers made before too; orders awaiting payment stay payable
+    /// until their pay-by time. Ending an ended sale keeps its end.
+    ///
+    /// ```no_run
+    /// # async fn run(engine: seckill_engine::Engine) -> seckill_engine::Result<()> {
+    /// let sale = engine.end_sale("drop-1").await?;
+    /// assert_eq!(sale.status, seckill_engine::Status::Ended);
+    /// # Ok(()) }
+    /// ```
+    pub async fn end_sale(&self, id: &str) -> Result<Sale> {
+        let sale = self.sale(id).await?;
+        let keys = SaleKeys::new(id)?;
+        let answer: String = SCRIPTS
+            .end_sale
+            .key(&keys.sale)
+            .arg(sale.generation)
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        if answer == "no_sale" {
+            return Err(Error::SaleNotFound(id.to_owned()));
+        }
+        self.sale(id).await
+    }
+
+    /// Changes the stock of sale `id` (a production-path sale) while it
+    /// sells: never below the units sold, so units left never go negative.
+    /// `Invalid` when the change would, and for a sale of a classic
+    /// strategy.
+    ///
+    /// ```no_run
+    /// # async fn run(engine: seckill_engine::Engine) -> seckill_engine::Result<()> {
+    /// use seckill_engine::StockChange;
+    /// let sale = engine.change_stock("drop-1", StockChange::Add(50)).await?;
+    /// println!("{} units, {} left", sale.stock, sale.remaining);
+    /// # Ok(()) }
+    /// ```
+    pub async fn change_stock(&self, id: &str, change: StockChange) -> Result<Sale> {
+        let (op, units) = match change {
+            StockChange::Add(n) => ("add", n),
+            StockChange::Set(n) => ("set", n),
+        };
+        if units > MAX_STOCK || (op == "add" && units == 0) {
+            return Err(Error::Invalid {
+                field: op,
+                reason: format!("must be 1-{MAX_STOCK}"),
+            });
+        }
+        let sale = self.sale(id).await?;
+        let keys = SaleKeys::new(id)?;
+        let answer: redis::Value = SCRIPTS
+            .stock
+            .key(&keys.sale)
+            .arg(sale.generation)
+            .arg(op)
+            .arg(units)
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        match redis::from_redis_value::<String>(answer.clone())
+            .ok()
+            .as_deref()
+        {
+            Some("no_sale") => Err(Error::SaleNotFound(id.to_owned())),
+            Some("below_sold") => Err(Error::Invalid {
+                field: op,
+                reason: format!("the stock would be below the {} units sold", sale.sold),
+            }),
+            Some("unsupported") => Err(Error::Invalid {
+                field: op,
+                reason: format!(
+                    "the stock of a sale kept as `{}` (a classic strategy's) does not change while it runs",
+                    sale.inventory.name()
+                ),
+            }),
+            _ => self.sale(id).await,
+        }
+    }
+
     /// Ids of all sales, in no particular order.
     pub async fn sale_ids(&self) -> Result<Vec<String>> {
         Ok(self.conn.clone().smembers(SALES).await?)
     }
+}
+
+/// A change to a running sale's stock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StockChange {
+    /// Adds units.
+    Add(u64),
+    /// Sets the stock (units ever for sale) outright; at least what is sold.
+    Set(u64),
 }
 
 /// The fields of a sale's hash that describe it (the rest are per buyer,

@@ -11,6 +11,8 @@ pub(crate) struct Scripts {
     pub classic_decr: Script,
     pub order: Script,
     pub expire: Script,
+    pub end_sale: Script,
+    pub stock: Script,
 }
 
 pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
@@ -26,4 +28,6 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
         include_str!("lua/lifecycle_common.lua"),
         include_str!("lua/expire.lua")
     )),
+    end_sale: Script::new(include_str!("lua/end_sale.lua")),
+    stock: Script::new(include_str!("lua/stock.lua")),
 });

@@ -77,8 +77,14 @@ async fn pay_and_cancel_follow_the_state_machine() {
         engine.pay("s-1-999-0-0").await,
         Err(Error::OrderNotFound(_))
     ));
+    // Of the id characters but not an order id: no such order; other
+    // characters: not an id at all.
     assert!(matches!(
         engine.pay("nonsense").await,
+        Err(Error::OrderNotFound(_))
+    ));
+    assert!(matches!(
+        engine.pay("non sense").await,
         Err(Error::Invalid { .. })
     ));
     assert!(matches!(

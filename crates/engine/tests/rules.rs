@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 use seckill_engine::{
-    Engine, Error, Inventory, Outcome, PurchaseRequest, SaleSpec, Status, Strategy,
+    Engine, Error, Inventory, OrderState, Outcome, PurchaseRequest, SaleSpec, Status, StockChange,
+    Strategy,
 };
 use seckill_testkit::RedisServer;
 
@@ -343,4 +344,79 @@ async fn an_oversized_batch_setting_is_capped_and_every_purchase_lands() {
     let sale = engine.sale("huge").await.unwrap();
     assert_eq!(sale.remaining, 0);
     assert_eq!(engine.stream_events("huge").await.unwrap(), 6_000);
+}
+
+#[tokio::test]
+async fn ending_early_and_changing_stock_reach_purchasers_made_before() {
+    let (_server, engine) = setup().await;
+    for strategy in [Strategy::Atomic, Strategy::Coalesced] {
+        for windowed in [false, true] {
+            let id = format!("e-{}-{windowed}", strategy.name());
+            let mut spec = SaleSpec::new(&id, 2).per_user_limit(10);
+            if windowed {
+                spec = spec.window(Some(now_ms() - 1_000), Some(now_ms() + 3_600_000));
+            }
+            engine.create_sale(&spec).await.unwrap();
+            let buy = engine.purchaser(strategy, &id).await.unwrap();
+            let order = match buy
+                .purchase(&PurchaseRequest::new("a").request_id("r1"))
+                .await
+            {
+                Ok(Outcome::Ok(order)) => order.order_id,
+                other => panic!("{other:?}"),
+            };
+            let sold = buy.purchase(&PurchaseRequest::new("b")).await.unwrap();
+            assert!(matches!(sold, Outcome::Ok(_)));
+            assert!(matches!(
+                buy.purchase(&PurchaseRequest::new("c")).await.unwrap(),
+                Outcome::SoldOut
+            ));
+
+            // Stock: never below what is sold; adding sells again at once.
+            let refused = engine.change_stock(&id, StockChange::Set(1)).await;
+            assert!(matches!(refused, Err(Error::Invalid { .. })), "{refused:?}");
+            let sale = engine.change_stock(&id, StockChange::Add(3)).await.unwrap();
+            assert_eq!((sale.stock, sale.remaining, sale.sold), (5, 3, 2));
+            assert!(matches!(
+                buy.purchase(&PurchaseRequest::new("c")).await.unwrap(),
+                Outcome::Ok(_)
+            ));
+            let sale = engine.change_stock(&id, StockChange::Set(3)).await.unwrap();
+            assert_eq!((sale.stock, sale.remaining, sale.sold), (3, 0, 3));
+
+            // Ended: refused as ended by the purchaser made before, while a
+            // retry still gets its order and pending orders stay payable.
+            engine.change_stock(&id, StockChange::Add(5)).await.unwrap();
+            let sale = engine.end_sale(&id).await.unwrap();
+            assert_eq!(sale.status, Status::Ended);
+            assert!(sale.ends_at_ms.is_some_and(|end| end <= now_ms()));
+            assert!(matches!(
+                buy.purchase(&PurchaseRequest::new("d")).await.unwrap(),
+                Outcome::Ended
+            ));
+            assert!(matches!(
+                buy.purchase(&PurchaseRequest::new("a").request_id("r1"))
+                    .await
+                    .unwrap(),
+                Outcome::Duplicate(_)
+            ));
+            assert_eq!(engine.pay(&order).await.unwrap(), OrderState::Paid);
+            let again = engine.end_sale(&id).await.unwrap();
+            assert_eq!(
+                again.ends_at_ms, sale.ends_at_ms,
+                "ending twice keeps the end"
+            );
+        }
+    }
+    let missing = engine.end_sale("nosuch").await;
+    assert!(
+        matches!(missing, Err(Error::SaleNotFound(_))),
+        "{missing:?}"
+    );
+    engine
+        .create_sale(&SaleSpec::new("classic", 5).inventory(Inventory::Counter))
+        .await
+        .unwrap();
+    let classic = engine.change_stock("classic", StockChange::Add(1)).await;
+    assert!(matches!(classic, Err(Error::Invalid { .. })), "{classic:?}");
 }

@@ -10,6 +10,7 @@
 //!   in plain words.
 //! - `time`: times in (RFC 3339 or ms) and out (RFC 3339).
 //! - `limiter`: the per-user rate limit.
+//! - `listener`: accepting connections: the cap, header and idle timeouts.
 //! - `metrics`: Prometheus metrics.
 //! - `client`: [`client::Http`], a JSON client of this API (load, demo, tests).
 //! - `error`: [`ApiError`] (what clients see) and [`Error`] (start-up).
@@ -24,6 +25,7 @@
 //!     rate_per_user: 50.0,
 //!     burst_per_user: 100.0,
 //!     background: true,
+//!     limits: Default::default(),
 //! };
 //! let running = seckill_service::start(config).await?;
 //! println!("listening on http://{}", running.addr);
@@ -37,6 +39,7 @@ pub mod client;
 mod error;
 mod extract;
 mod limiter;
+mod listener;
 mod metrics;
 mod routes;
 mod server;
@@ -44,6 +47,7 @@ mod state;
 mod time;
 
 pub use error::ApiError;
+pub use listener::Limits;
 pub use server::{BODY_LIMIT, Config, Running, start};
 
 /// Why the service could not start, or a client request got no answer.

@@ -6,7 +6,9 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use seckill_engine::{OrderInfo, OrderState, Outcome, PurchaseRequest, Sale, SaleSpec, check_id};
+use seckill_engine::{
+    OrderInfo, OrderState, Outcome, PurchaseRequest, Sale, SaleSpec, Status, StockChange, check_id,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -88,6 +90,99 @@ pub async fn create_sale(
 pub async fn get_sale(State(state): Shared, Path(id): Path<String>) -> Answer {
     check_id("sale id", &id)?;
     Ok(Json(SaleBody::from(state.engine.sale(&id).await?)).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SalesPage {
+    status: Option<Status>,
+    limit: Option<u32>,
+    after: Option<String>,
+}
+
+/// The sales, by id, a page at a time; only those of `status` if given.
+pub async fn list_sales(
+    State(state): Shared,
+    headers: HeaderMap,
+    query: Result<Query<SalesPage>, ApiError>,
+) -> Answer {
+    state.check_admin(auth(&headers))?;
+    let Query(page) = query?;
+    let limit = page_limit(page.limit)?;
+    if let Some(after) = &page.after {
+        check_id("after", after)?;
+    }
+    let mut ids = state.engine.sale_ids().await?;
+    ids.sort_unstable();
+    let mut sales = Vec::new();
+    let after = page.after.as_deref().unwrap_or("");
+    for id in ids.iter().filter(|id| id.as_str() > after) {
+        let sale = match state.engine.sale(id).await {
+            Ok(sale) => sale,
+            // Deleted since it was listed.
+            Err(seckill_engine::Error::SaleNotFound(_)) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        if page.status.is_none_or(|s| s == sale.status) {
+            sales.push(SaleBody::from(sale));
+            if sales.len() == limit as usize {
+                break;
+            }
+        }
+    }
+    let next = (sales.len() == limit as usize)
+        .then(|| sales.last().map(|s| s.id.clone()))
+        .flatten();
+    Ok(Json(json!({ "sales": sales, "next_after": next })).into_response())
+}
+
+/// Ends a sale now; its pending orders stay payable until their pay-by time.
+pub async fn end_sale(State(state): Shared, headers: HeaderMap, Path(id): Path<String>) -> Answer {
+    state.check_admin(auth(&headers))?;
+    check_id("sale id", &id)?;
+    let sale = state.engine.end_sale(&id).await?;
+    state.store.upsert_sale(&sale).await?;
+    Ok(Json(SaleBody::from(sale)).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StockBody {
+    add: Option<u64>,
+    set: Option<u64>,
+}
+
+/// Adds to a running sale's stock or sets it, never below what is sold.
+pub async fn change_stock(
+    State(state): Shared,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    crate::extract::Body(body): crate::extract::Body<StockBody>,
+) -> Answer {
+    state.check_admin(auth(&headers))?;
+    check_id("sale id", &id)?;
+    let change = match (body.add, body.set) {
+        (Some(n), None) => StockChange::Add(n),
+        (None, Some(n)) => StockChange::Set(n),
+        _ => {
+            return Err(ApiError::invalid(
+                "send exactly one of `add` (units to add) and `set` (the new stock)",
+            ));
+        }
+    };
+    let sale = state.engine.change_stock(&id, change).await?;
+    state.restocked(&id);
+    state.store.upsert_sale(&sale).await?;
+    Ok(Json(SaleBody::from(sale)).into_response())
+}
+
+/// A page size: 100 unless given, at most 1,000.
+fn page_limit(limit: Option<u32>) -> Result<u32, ApiError> {
+    let limit = limit.unwrap_or(100);
+    if limit == 0 || limit > 1_000 {
+        return Err(ApiError::invalid("limit: must be 1-1000"));
+    }
+    Ok(limit)
 }
 
 #[derive(Deserialize)]
@@ -228,10 +323,7 @@ pub async fn list_orders(
     if let Some(after) = &page.after {
         check_id("after", after)?;
     }
-    let limit = page.limit.unwrap_or(100);
-    if limit == 0 || limit > 1_000 {
-        return Err(ApiError::invalid("limit: must be 1-1000"));
-    }
+    let limit = page_limit(page.limit)?;
     state.engine.sale(&id).await?;
     let orders = state
         .store

@@ -16,6 +16,7 @@ use tokio::task::JoinHandle;
 
 use crate::error::ApiError;
 use crate::limiter::Limiter;
+use crate::listener::Limits;
 use crate::state::AppState;
 use crate::{metrics, routes};
 
@@ -40,6 +41,8 @@ pub struct Config {
     pub burst_per_user: f64,
     /// Run the order persister and expiry sweeper in this process.
     pub background: bool,
+    /// How many connections, and how long a slow or idle one is kept.
+    pub limits: Limits,
 }
 
 /// Never prints the admin token, nor the URLs, which may hold passwords.
@@ -51,6 +54,7 @@ impl std::fmt::Debug for Config {
             .field("rate_per_user", &self.rate_per_user)
             .field("burst_per_user", &self.burst_per_user)
             .field("background", &self.background)
+            .field("limits", &self.limits)
             .finish_non_exhaustive()
     }
 }
@@ -102,6 +106,7 @@ pub async fn start(config: Config) -> Result<Running, crate::Error> {
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let addr = listener.local_addr()?;
     let (stop, stopped) = watch::channel(false);
+    let serve_stopped = stopped.clone();
     let until_stopped = move || {
         let mut stopped = stopped.clone();
         async move {
@@ -110,15 +115,12 @@ pub async fn start(config: Config) -> Result<Running, crate::Error> {
     };
     let mut tasks = Vec::new();
     let app = router(state.clone());
-    let serve_stop = until_stopped();
-    tasks.push(tokio::spawn(async move {
-        let served = axum::serve(listener, app)
-            .with_graceful_shutdown(serve_stop)
-            .await;
-        if let Err(e) = served {
-            tracing::error!(error = %e, "http server failed");
-        }
-    }));
+    tasks.push(tokio::spawn(crate::listener::serve(
+        listener,
+        app,
+        config.limits,
+        serve_stopped,
+    )));
     tasks.push(tokio::spawn(listen_for_restock(
         config.redis_url.clone(),
         state.clone(),
@@ -140,8 +142,13 @@ pub async fn start(config: Config) -> Result<Running, crate::Error> {
 /// The routes, with metrics, the body limit and JSON 404/405 answers.
 pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
-        .route("/v1/sales", post(routes::create_sale))
+        .route(
+            "/v1/sales",
+            post(routes::create_sale).get(routes::list_sales),
+        )
         .route("/v1/sales/{id}", get(routes::get_sale))
+        .route("/v1/sales/{id}/end", post(routes::end_sale))
+        .route("/v1/sales/{id}/stock", post(routes::change_stock))
         .route("/v1/sales/{id}/purchase", post(routes::purchase))
         .route("/v1/sales/{id}/orders", get(routes::list_orders))
         .route("/v1/orders/{order_id}", get(routes::get_order))

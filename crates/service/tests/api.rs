@@ -30,6 +30,7 @@ async fn rig(rate: f64, burst: f64) -> Rig {
         rate_per_user: rate,
         burst_per_user: burst,
         background: true,
+        limits: Default::default(),
     })
     .await
     .unwrap();
@@ -592,6 +593,252 @@ async fn times_unknown_orders_and_idempotency_keys_answer_as_operators_expect() 
     assert!(
         info["pay_by"].as_str().is_some_and(|t| t.ends_with('Z')),
         "{info}"
+    );
+    rig.running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_lists_ends_and_restocks_sales_over_http() {
+    let rig = rig(0.0, 1.0).await;
+    for (id, stock) in [("a1", 1), ("a2", 5), ("a3", 5), ("a4", 5)] {
+        let body = json!({ "id": id, "name": id, "stock": stock, "per_user_limit": 5 });
+        assert_eq!(create(&rig, body).await.0, StatusCode::CREATED);
+    }
+    let later = json!({ "id": "a5", "name": "x", "stock": 1, "per_user_limit": 1,
+                        "starts_at": now_ms() + 3_600_000 });
+    assert_eq!(create(&rig, later).await.0, StatusCode::CREATED);
+    assert_eq!(
+        buy(&rig, "a1", json!({ "user_id": "u" })).await.0,
+        StatusCode::OK
+    );
+
+    // Listing: by id, in pages, by status; admin only.
+    expect(
+        rig.http.get("/v1/sales").await.unwrap(),
+        401,
+        "unauthorized",
+    );
+    let (_, page) = rig.admin.get("/v1/sales?limit=2").await.unwrap();
+    let ids = |page: &Value| -> Vec<String> {
+        page["sales"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(ids(&page), ["a1", "a2"]);
+    assert_eq!(page["next_after"], "a2");
+    let (_, rest) = rig.admin.get("/v1/sales?limit=10&after=a2").await.unwrap();
+    assert_eq!(ids(&rest), ["a3", "a4", "a5"]);
+    assert!(rest["next_after"].is_null());
+    let (_, sold_out) = rig.admin.get("/v1/sales?status=sold_out").await.unwrap();
+    assert_eq!(ids(&sold_out), ["a1"]);
+    let (_, upcoming) = rig.admin.get("/v1/sales?status=upcoming").await.unwrap();
+    assert_eq!(ids(&upcoming), ["a5"]);
+    for bad in [
+        "/v1/sales?status=gone",
+        "/v1/sales?limit=0",
+        "/v1/sales?limit=x",
+        "/v1/sales?after=a%20b",
+    ] {
+        expect(rig.admin.get(bad).await.unwrap(), 400, "invalid_request");
+    }
+
+    // Ending: purchases refused as ended; a pending order stays payable.
+    let (_, order) = buy(&rig, "a2", json!({ "user_id": "u" })).await;
+    let order = order["order_id"].as_str().unwrap().to_owned();
+    expect(
+        rig.http.post("/v1/sales/a2/end", &json!({})).await.unwrap(),
+        401,
+        "unauthorized",
+    );
+    let (status, ended) = rig
+        .admin
+        .post("/v1/sales/a2/end", &json!({}))
+        .await
+        .unwrap();
+    assert_eq!(status, StatusCode::OK, "{ended}");
+    assert_eq!(ended["status"], "ended");
+    assert!(ended["ends_at"].is_string(), "{ended}");
+    expect(
+        buy(&rig, "a2", json!({ "user_id": "v" })).await,
+        409,
+        "ended",
+    );
+    let (_, paid) = rig
+        .http
+        .post(&format!("/v1/orders/{order}/pay"), &json!({}))
+        .await
+        .unwrap();
+    assert_eq!(paid["state"], "paid");
+    let (_, upcoming_ended) = rig
+        .admin
+        .post("/v1/sales/a5/end", &json!({}))
+        .await
+        .unwrap();
+    assert_eq!(upcoming_ended["status"], "ended");
+    expect(
+        rig.admin
+            .post("/v1/sales/nope/end", &json!({}))
+            .await
+            .unwrap(),
+        404,
+        "sale_not_found",
+    );
+
+    // Stock: add or set, never below what is sold.
+    let (_, added) = rig
+        .admin
+        .post("/v1/sales/a1/stock", &json!({ "add": 4 }))
+        .await
+        .unwrap();
+    assert_eq!(
+        (added["stock"].as_u64(), added["remaining"].as_u64()),
+        (Some(5), Some(4))
+    );
+    assert_eq!(
+        buy(&rig, "a1", json!({ "user_id": "w" })).await.0,
+        StatusCode::OK
+    );
+    let (_, set) = rig
+        .admin
+        .post("/v1/sales/a1/stock", &json!({ "set": 2 }))
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            set["stock"].as_u64(),
+            set["remaining"].as_u64(),
+            set["sold"].as_u64()
+        ),
+        (Some(2), Some(0), Some(2))
+    );
+    for bad in [
+        json!({ "set": 1 }),
+        json!({ "add": 0 }),
+        json!({ "add": 1, "set": 3 }),
+        json!({}),
+        json!({ "add": -1 }),
+        json!({ "add": 1, "more": 1 }),
+    ] {
+        expect(
+            rig.admin.post("/v1/sales/a1/stock", &bad).await.unwrap(),
+            400,
+            "invalid_request",
+        );
+    }
+    expect(
+        rig.http
+            .post("/v1/sales/a1/stock", &json!({ "add": 1 }))
+            .await
+            .unwrap(),
+        401,
+        "unauthorized",
+    );
+    let (_, a1) = rig.http.get("/v1/sales/a1").await.unwrap();
+    assert_eq!(
+        (a1["stock"].as_u64(), a1["sold"].as_u64()),
+        (Some(2), Some(2))
+    );
+    rig.running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restocking_while_64_buyers_race_never_oversells_and_audits_clean() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let rig = rig(0.0, 1.0).await;
+    let body = json!({ "id": "hot", "name": "hot", "stock": 50, "per_user_limit": 1_000 });
+    assert_eq!(create(&rig, body).await.0, StatusCode::CREATED);
+    let base = format!("http://{}", rig.running.addr);
+    let done = Arc::new(AtomicBool::new(false));
+    let acknowledged = Arc::new(AtomicU64::new(0));
+    let buyers: Vec<_> = (0..64)
+        .map(|b| {
+            let (http, done, acknowledged) =
+                (Http::new(&base, None), done.clone(), acknowledged.clone());
+            tokio::spawn(async move {
+                let mut i = 0;
+                while !done.load(Ordering::Relaxed) {
+                    let body =
+                        json!({ "user_id": format!("b{b}"), "request_id": format!("b{b}-{i}") });
+                    let (status, answer) =
+                        http.post("/v1/sales/hot/purchase", &body).await.unwrap();
+                    match status.as_u16() {
+                        200 => drop(acknowledged.fetch_add(1, Ordering::Relaxed)),
+                        409 => assert_eq!(answer["code"], "sold_out", "{answer}"),
+                        other => panic!("{other}: {answer}"),
+                    }
+                    i += 1;
+                }
+            })
+        })
+        .collect();
+    // Every look at the sale: sold within stock, units left never negative.
+    let watcher = {
+        let (http, done) = (Http::new(&base, None), done.clone());
+        tokio::spawn(async move {
+            let mut looks = 0;
+            while !done.load(Ordering::Relaxed) {
+                let (_, sale) = http.get("/v1/sales/hot").await.unwrap();
+                let (stock, sold, left) = (
+                    sale["stock"].as_u64().unwrap(),
+                    sale["sold"].as_u64().unwrap(),
+                    sale["remaining"].as_u64().unwrap(),
+                );
+                assert!(sold <= stock && sold + left == stock, "{sale}");
+                looks += 1;
+            }
+            looks
+        })
+    };
+    let mut changes = 0;
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < deadline {
+        let change = if changes % 3 == 2 {
+            json!({ "set": 1 })
+        } else {
+            json!({ "add": 40 })
+        };
+        let (status, answer) = rig
+            .admin
+            .post("/v1/sales/hot/stock", &change)
+            .await
+            .unwrap();
+        // Setting below what is sold is refused, never applied.
+        assert!(
+            status == StatusCode::OK || answer["code"] == "invalid_request",
+            "{answer}"
+        );
+        changes += 1;
+        tokio::time::sleep(Duration::from_millis(15)).await;
+    }
+    done.store(true, Ordering::Relaxed);
+    for buyer in buyers {
+        buyer.await.unwrap();
+    }
+    assert!(watcher.await.unwrap() > 10);
+    let (_, sale) = rig.http.get("/v1/sales/hot").await.unwrap();
+    let sold = sale["sold"].as_u64().unwrap();
+    assert_eq!(sold, acknowledged.load(Ordering::Relaxed), "{sale}");
+    assert!(sold > 50, "restocks sold: {sale}");
+
+    let engine = seckill_engine::Engine::connect(&rig.server.url())
+        .await
+        .unwrap();
+    let store = seckill_orders::Store::open(&rig._dir.path().join("o.db").to_string_lossy())
+        .await
+        .unwrap();
+    seckill_orders::wait_drained(&mut engine.connection(), "hot", Duration::from_secs(20))
+        .await
+        .unwrap();
+    let report = seckill_orders::audit(&engine, &store, "hot").await.unwrap();
+    assert!(report.clean, "{report:#?}");
+    let generation = engine.sale("hot").await.unwrap().generation as i64;
+    assert_eq!(
+        store.orders("hot", generation).await.unwrap().len() as u64,
+        sold
     );
     rig.running.stop().await;
 }

@@ -23,6 +23,7 @@ async fn serve(redis_url: &str, db: &str) -> (seckill_service::Running, Http, Ht
         rate_per_user: 0.0,
         burst_per_user: 1.0,
         background: true,
+        limits: Default::default(),
     })
     .await
     .unwrap();

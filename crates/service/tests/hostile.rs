@@ -36,6 +36,7 @@ fn rig() -> &'static Rig {
                 rate_per_user: 0.0,
                 burst_per_user: 1.0,
                 background: false,
+                limits: Default::default(),
             }))
             .unwrap();
         let base = format!("http://{}", running.addr);

@@ -1,8 +1,10 @@
 -- One purchase (the `atomic` strategy).
 -- KEYS: 1 sale hash  2 order stream (layout: keys.rs).
 -- ARGV: generation, user, quantity, request id ('' = none), then, only for
---       a sale with a per-user limit or a window, its limit (0 = none), then,
---       only for a sale with a window, start ms and end ms (0 = none).
+--       a sale with a per-user limit or a start time, its limit (0 = none),
+--       then, only for a sale with a start time, its start ms.
+--       The end is read from the sale's hash ('0' = none), since ending a
+--       sale early moves it while purchasers hold their arguments.
 -- Returns the new order's stream entry id "<ms>-<n>" (the order is number 0
 -- of that entry), the stored "<ms>-<n>-<i>|<qty>" of the earlier purchase
 -- with this request id, or 'sold_out' | 'limit' | 'not_started' | 'ended' |
@@ -44,7 +46,8 @@ if ARGV[5] then
 end
 local req_field = req ~= '' and 'r:' .. req
 local bought_field = limit > 0 and 'u:' .. user
-local m = redis.call('HMGET', KEYS[1], 'gen', 'left', req_field or 'gen', bought_field or 'gen')
+local m = redis.call('HMGET', KEYS[1], 'gen', 'left', req_field or 'gen', bought_field or 'gen',
+  'end')
 if m[1] ~= gen then
   return 'no_sale'
 end
@@ -53,17 +56,14 @@ end
 if req_field and m[3] then
   return m[3]
 end
-if ARGV[6] then
-  local start, stop = tonumber(ARGV[6]), tonumber(ARGV[7])
-  if start > 0 or stop > 0 then
-    local t = redis.call('TIME')
-    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    if now < start then
-      return 'not_started'
-    end
-    if stop > 0 and now >= stop then
-      return 'ended'
-    end
+if ARGV[6] or m[5] ~= '0' then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if m[5] ~= '0' and now >= tonumber(m[5]) then
+    return 'ended'
+  end
+  if ARGV[6] and now < tonumber(ARGV[6]) then
+    return 'not_started'
   end
 end
 local bought = bought_field and tonumber(m[4] or '0') + qty

@@ -1,8 +1,9 @@
 -- Many purchases in one call (the `coalesced` strategy), each answered
 -- exactly as purchase.lua would have answered it alone, in order.
 -- KEYS: 1 sale hash  2 order stream.
--- ARGV: generation, limit (0 = none), start ms, end ms (0 = none), then
---       user, quantity, request id ('' = none), repeated per purchase.
+-- ARGV: generation, limit (0 = none), start ms (0 = none), then user,
+--       quantity, request id ('' = none), repeated per purchase. The end is
+--       read from the sale's hash, as purchase.lua reads it.
 -- Returns { entry id or '' if nothing sold, one answer per purchase }: an
 -- answer is the order's number i in that entry (an integer; the order is
 -- "<entry>-<i>"), the stored "<ms>-<n>-<i>|<qty>" of an earlier purchase
@@ -17,9 +18,9 @@
 -- and the Lua strings around it are the rest.
 -- The three arrays unpacked into commands hold at most 2 + 4 x purchases
 -- values, inside Lua's limit of ~8,000 for batches of up to 1,000.
-local gen, limit, start, stop = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local fields = { 'gen', 'left' }
-for i = 5, #ARGV, 3 do
+local gen, limit, start = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local fields = { 'gen', 'left', 'end' }
+for i = 4, #ARGV, 3 do
   if limit > 0 then
     fields[#fields + 1] = 'u:' .. ARGV[i]
   end
@@ -30,15 +31,16 @@ end
 local m = redis.call('HMGET', KEYS[1], unpack(fields))
 local answers = { '' }
 local refusal
+local stop = tonumber(m[3] or '0')
 if m[1] ~= gen then
   refusal = 'no_sale'
 elseif start > 0 or stop > 0 then
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  if now < start then
-    refusal = 'not_started'
-  elseif stop > 0 and now >= stop then
+  if stop > 0 and now >= stop then
     refusal = 'ended'
+  elseif now < start then
+    refusal = 'not_started'
   end
 end
 local left = tonumber(m[2] or '0')
@@ -48,8 +50,8 @@ local sold = {}      -- order number -> quantity, of this batch's orders
 local twins = {}     -- answer index -> order number it repeats
 local fresh = {}     -- request ids this batch bought with
 local dirty = {}
-local n, k = 0, 3
-for i = 5, #ARGV, 3 do
+local n, k = 0, 4
+for i = 4, #ARGV, 3 do
   local user, req = ARGV[i], ARGV[i + 2]
   -- What this buyer holds and what this request id bought, as read (the
   -- first read of each counts; later purchases of the batch update them).

@@ -32,17 +32,17 @@ impl Atomic {
 
 /// What `purchase.lua` takes of the sale itself, made once per purchaser:
 /// its generation, and its rules only where it has any (each argument
-/// costs Redis time).
+/// costs Redis time). The end is not among them: the script reads it from
+/// the sale, as ending a sale early moves it.
 pub(crate) struct SaleArgs {
     generation: String,
-    /// Empty without rules; the limit alone; or limit, start and end.
+    /// Empty without rules; the limit alone; or limit and start.
     rules: Vec<String>,
 }
 
 impl SaleArgs {
     pub fn new(sale: &Sale) -> Self {
-        let windowed = sale.starts_at_ms.is_some() || sale.ends_at_ms.is_some();
-        let rules = if windowed {
+        let rules = if sale.starts_at_ms.is_some() {
             rules(sale).to_vec()
         } else if let Some(limit) = sale.per_user_limit {
             vec![limit.to_string()]
@@ -72,11 +72,10 @@ impl SaleArgs {
     }
 }
 
-/// Limit, start and end, 0 for none, as the purchase scripts take them.
-pub(crate) fn rules(sale: &Sale) -> [String; 3] {
+/// Limit and start, 0 for none, as the purchase scripts take them.
+pub(crate) fn rules(sale: &Sale) -> [String; 2] {
     [
         sale.per_user_limit.unwrap_or(0).to_string(),
         sale.starts_at_ms.unwrap_or(0).to_string(),
-        sale.ends_at_ms.unwrap_or(0).to_string(),
     ]
 }
