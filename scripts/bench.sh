@@ -2,7 +2,8 @@
 # Regenerates docs/benchmarks.md: runs every benchmark the page shows, in
 # one go, on this machine, and writes the page from their JSON output
 # (scripts/bench_doc.py). About ten minutes. Needs redis-server, curl,
-# python3; PostgreSQL on 127.0.0.1:5432 and valgrind are used when present.
+# python3; PostgreSQL on 127.0.0.1:5432, MariaDB/MySQL on 127.0.0.1:3306 and
+# valgrind are used when present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
@@ -50,6 +51,16 @@ fresh_pg() {
 for s in atomic coalesced; do
   if fresh_pg; then
     $S bench --strategy $s --stock 200000 --buyers 200000 --persist-to $PG --json >"$OUT/persist-postgres-$s.jsonl"
+  fi
+done
+MY=mysql://root@127.0.0.1:3306/seckill_bench
+fresh_mysql() {
+  command -v mysql >/dev/null &&
+    mysql -uroot -h127.0.0.1 -P3306 -e "DROP DATABASE IF EXISTS seckill_bench; CREATE DATABASE seckill_bench" >/dev/null 2>&1
+}
+for s in atomic coalesced; do
+  if fresh_mysql; then
+    $S bench --strategy $s --stock 200000 --buyers 200000 --persist-to $MY --json >"$OUT/persist-mysql-$s.jsonl"
   fi
 done
 

@@ -231,17 +231,19 @@ p("`--persist-to DB` runs the order persister during the race (its own thread an
   "takes to drain after the last buyer is answered; the run fails unless every "
   "acknowledged order is in SQL. Per persisted order it reports the CPU time of the "
   "persister's threads (its runtime's and SQLite's connection workers, from `/proc`; "
-  "PostgreSQL's own server CPU is not in it) and the Redis time of the persister's "
+  "the CPU of the PostgreSQL and MariaDB servers is not in it) and the Redis time of the persister's "
   "commands (`INFO commandstats`; it reads through a script, whose `XREADGROUP` is "
   "counted under its own name, while the script call around it, once per batch of up "
-  "to 2,000 entries, is counted with the purchases' script calls). PostgreSQL runs on "
-  "the same machine.\n")
+  "to 2,000 entries, is counted with the purchases' script calls). PostgreSQL and "
+  "MariaDB (through `mysql://`) run on the same machine, each run on a fresh database.\n")
 p("```sh\nseckill bench --strategy atomic    --stock 200000 --buyers 200000 --persist-to /tmp/bench.db --json\n"
   "seckill bench --strategy coalesced --stock 200000 --buyers 200000 --persist-to /tmp/bench.db --json\n"
   "seckill bench --strategy atomic    --stock 200000 --buyers 200000 --persist-to postgres://postgres@127.0.0.1:5432/seckill_bench --json\n"
-  "seckill bench --strategy coalesced --stock 200000 --buyers 200000 --persist-to postgres://postgres@127.0.0.1:5432/seckill_bench --json\n```\n")
+  "seckill bench --strategy coalesced --stock 200000 --buyers 200000 --persist-to postgres://postgres@127.0.0.1:5432/seckill_bench --json\n"
+  "seckill bench --strategy atomic    --stock 200000 --buyers 200000 --persist-to mysql://root@127.0.0.1:3306/seckill_bench --json\n"
+  "seckill bench --strategy coalesced --stock 200000 --buyers 200000 --persist-to mysql://root@127.0.0.1:3306/seckill_bench --json\n```\n")
 rows = []
-for db, label in [("sqlite", "SQLite"), ("postgres", "PostgreSQL")]:
+for db, label in [("sqlite", "SQLite"), ("postgres", "PostgreSQL"), ("mysql", "MariaDB")]:
     for s in ["atomic", "coalesced"]:
         got = split(lines(f"persist-{db}-{s}.jsonl"))[0]
         if not got:

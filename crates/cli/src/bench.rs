@@ -47,8 +47,8 @@ pub struct Args {
     /// `coalesced`: batches in flight at once [default: the engine's].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
     batch_in_flight: Option<u32>,
-    /// Run the order persister into this database (SQLite path or
-    /// `postgres://` URL) during the race, and report how long its backlog
+    /// Run the order persister into this database (SQLite path,
+    /// `postgres://` or `mysql://` URL) during the race, and report how long its backlog
     /// takes to drain once the buyers stop.
     #[arg(long)]
     persist_to: Option<String>,

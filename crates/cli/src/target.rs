@@ -48,7 +48,9 @@ pub struct Stores {
         default_value = "redis://127.0.0.1:6379/"
     )]
     pub redis_url: String,
-    /// A `postgres://` URL, or a SQLite file path.
+    /// The order database: a SQLite file path, `sqlite:PATH`,
+    /// `sqlite://PATH`, a `postgres://` URL or a `mysql://` URL (MySQL 8,
+    /// MariaDB 10.11).
     #[arg(long, env = "SECKILL_DATABASE_URL", default_value = "seckill.db")]
     pub database_url: String,
 }

@@ -1,5 +1,6 @@
-//! The SQL copy of the orders: SQLite (a file path) or PostgreSQL (a
-//! `postgres://` URL), one schema, migrations in `migrations/<database>/`.
+//! The SQL copy of the orders: SQLite (a file path or `sqlite:` URL),
+//! PostgreSQL (`postgres://`) or MySQL 8 / MariaDB (`mysql://`), one
+//! schema, migrations in `migrations/<database>/`.
 //!
 //! The orders table has one index, its primary key: a sale's orders are a
 //! range of it. Writing rows is the persister's largest cost, and each
@@ -29,6 +30,57 @@ const SQLITE_PRAGMAS: [&str; 3] = [
 /// 100): a batch of any size runs as statements already prepared.
 const CHUNK_BITS: u32 = 9;
 
+/// The SQL database behind a [`Store`], where their SQL differs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Dialect {
+    Sqlite,
+    Postgres,
+    Mysql,
+}
+
+impl Dialect {
+    const ALL: [Self; 3] = [Self::Sqlite, Self::Postgres, Self::Mysql];
+
+    /// `$n` in `sql` as this database numbers parameters: MySQL takes `?`
+    /// (every query here uses each parameter once, in order).
+    fn params(self, sql: &str) -> String {
+        if self != Self::Mysql {
+            return sql.to_owned();
+        }
+        let mut out = String::with_capacity(sql.len());
+        let mut chars = sql.chars().peekable();
+        while let Some(c) = chars.next() {
+            if c == '$' && chars.peek().is_some_and(char::is_ascii_digit) {
+                while chars.peek().is_some_and(char::is_ascii_digit) {
+                    chars.next();
+                }
+                out.push('?');
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    }
+
+    /// What an upsert does to the row already there: `columns` take the
+    /// inserted values.
+    fn update(self, key: &str, columns: &[&str]) -> String {
+        if self == Self::Mysql {
+            let sets: Vec<String> = columns
+                .iter()
+                .map(|c| format!("{c} = VALUES({c})"))
+                .collect();
+            format!(" ON DUPLICATE KEY UPDATE {}", sets.join(", "))
+        } else {
+            let sets: Vec<String> = columns
+                .iter()
+                .map(|c| format!("{c} = excluded.{c}"))
+                .collect();
+            format!(" ON CONFLICT ({key}) DO UPDATE SET {}", sets.join(", "))
+        }
+    }
+}
+
 /// What an inserted row does to an order already there, and which values
 /// each row binds.
 #[derive(Clone, Copy)]
@@ -46,16 +98,26 @@ enum Upsert {
 impl Upsert {
     const ALL: [Self; 2] = [Self::Purchase, Self::Settle];
 
-    /// What `ON CONFLICT (order_id)` does for this kind of row.
-    fn conflict(self) -> &'static str {
-        match self {
-            Self::Purchase => {
-                "DO UPDATE SET request_id = excluded.request_id, created_ms = excluded.created_ms"
-            }
-            Self::Settle => {
-                "DO UPDATE SET state = excluded.state, updated_ms = excluded.updated_ms \
-                 WHERE orders.state = 'pending_payment'"
-            }
+    /// Whether a row binds the compact purchase shape: five values, the
+    /// sale generation bound once. Not on MySQL, whose `VALUES` lists
+    /// cannot be selected from the same way in MariaDB.
+    fn compact(self, dialect: Dialect) -> bool {
+        matches!(self, Self::Purchase) && dialect != Dialect::Mysql
+    }
+
+    /// What the upsert does to an order already there.
+    fn tail(self, dialect: Dialect) -> String {
+        match (self, dialect) {
+            (Self::Purchase, _) => dialect.update("order_id", &["request_id", "created_ms"]),
+            // MySQL applies its assignments in order: the time first, while
+            // the state still says whether the row moves.
+            (Self::Settle, Dialect::Mysql) => " ON DUPLICATE KEY UPDATE \
+                 updated_ms = IF(state = 'pending_payment', VALUES(updated_ms), updated_ms), \
+                 state = IF(state = 'pending_payment', VALUES(state), state)"
+                .to_owned(),
+            (Self::Settle, _) => " ON CONFLICT (order_id) DO UPDATE SET state = excluded.state, \
+                 updated_ms = excluded.updated_ms WHERE orders.state = 'pending_payment'"
+                .to_owned(),
         }
     }
 }
@@ -67,36 +129,37 @@ fn chunk_len(n: usize) -> usize {
 }
 
 /// The multi-row upsert of 2^k rows (k ≤ CHUNK_BITS), built once.
-fn statement(postgres: bool, upsert: Upsert, rows: usize) -> &'static str {
-    type Key = (bool, u8, u32);
+fn statement(dialect: Dialect, upsert: Upsert, rows: usize) -> &'static str {
+    type Key = (u8, u8, u32);
     static STATEMENTS: LazyLock<std::collections::HashMap<Key, String>> = LazyLock::new(|| {
         let mut all = std::collections::HashMap::new();
-        for postgres in [false, true] {
+        for dialect in Dialect::ALL {
             for upsert in Upsert::ALL {
                 for k in 0..=CHUNK_BITS {
-                    let sql = upsert_sql(postgres, upsert, 1 << k);
-                    all.insert((postgres, upsert as u8, k), sql);
+                    let sql = upsert_sql(dialect, upsert, 1 << k);
+                    all.insert((dialect as u8, upsert as u8, k), sql);
                 }
             }
         }
         all
     });
-    &STATEMENTS[&(postgres, upsert as u8, rows.ilog2())]
+    &STATEMENTS[&(dialect as u8, upsert as u8, rows.ilog2())]
 }
 
 const ORDER_COLUMNS: &str = "order_id, sale_id, generation, user_id, quantity, request_id, \
      state, created_ms, updated_ms";
 
 /// The upsert of `rows` rows: `?` parameters for SQLite (its numbered
-/// parameters get slow in statements with thousands of them), `$n` for
-/// PostgreSQL, whose first row casts the numbers (a `VALUES` list in a
-/// `SELECT` takes its column types from it).
+/// parameters get slow in statements with thousands of them) and MySQL,
+/// `$n` for PostgreSQL, whose first row casts the numbers (a `VALUES` list
+/// in a `SELECT` takes its column types from it).
 ///
-/// - Purchases: `INSERT … SELECT` from a `VALUES` list of (order id,
-///   user, quantity, request id, created) with the sale and generation
+/// - Purchases, compact: `INSERT … SELECT` from a `VALUES` list of (order
+///   id, user, quantity, request id, created) with the sale and generation
 ///   bound once and the state a constant.
-/// - Settlements: `INSERT … VALUES` of all nine columns.
-fn upsert_sql(postgres: bool, upsert: Upsert, rows: usize) -> String {
+/// - Otherwise: `INSERT … VALUES` of all nine columns.
+fn upsert_sql(dialect: Dialect, upsert: Upsert, rows: usize) -> String {
+    let postgres = dialect == Dialect::Postgres;
     let mut n = 0;
     let mut param = |cast: &str| {
         n += 1;
@@ -107,26 +170,23 @@ fn upsert_sql(postgres: bool, upsert: Upsert, rows: usize) -> String {
         }
     };
     let mut sql = format!("INSERT INTO orders ({ORDER_COLUMNS}) ");
-    let casts: &[&str] = match upsert {
-        Upsert::Purchase => {
-            let (sale, generation) = (param("::text"), param("::bigint"));
-            let c = if postgres {
-                ["v.o", "v.u", "v.q", "v.r", "v.c"]
-            } else {
-                ["column1", "column2", "column3", "column4", "column5"]
-            };
-            sql.push_str(&format!(
-                "SELECT {}, {sale}, {generation}, {}, {}, {}, 'pending_payment', {}, {} FROM (VALUES ",
-                c[0], c[1], c[2], c[3], c[4], c[4]
-            ));
-            &["", "", "::bigint", "", "::bigint"]
-        }
-        Upsert::Settle => {
-            sql.push_str("VALUES ");
-            &[
-                "", "", "::bigint", "", "::bigint", "", "", "::bigint", "::bigint",
-            ]
-        }
+    let casts: &[&str] = if upsert.compact(dialect) {
+        let (sale, generation) = (param("::text"), param("::bigint"));
+        let c = if postgres {
+            ["v.o", "v.u", "v.q", "v.r", "v.c"]
+        } else {
+            ["column1", "column2", "column3", "column4", "column5"]
+        };
+        sql.push_str(&format!(
+            "SELECT {}, {sale}, {generation}, {}, {}, {}, 'pending_payment', {}, {} FROM (VALUES ",
+            c[0], c[1], c[2], c[3], c[4], c[4]
+        ));
+        &["", "", "::bigint", "", "::bigint"]
+    } else {
+        sql.push_str("VALUES ");
+        &[
+            "", "", "::bigint", "", "::bigint", "", "", "::bigint", "::bigint",
+        ]
     };
     for row in 0..rows {
         sql.push_str(if row > 0 { ",(" } else { "(" });
@@ -138,7 +198,7 @@ fn upsert_sql(postgres: bool, upsert: Upsert, rows: usize) -> String {
         }
         sql.push(')');
     }
-    if let Upsert::Purchase = upsert {
+    if upsert.compact(dialect) {
         // SQLite needs the WHERE to tell the upsert clause from a join's ON.
         sql.push_str(if postgres {
             ") AS v (o, u, q, r, c)"
@@ -146,8 +206,7 @@ fn upsert_sql(postgres: bool, upsert: Upsert, rows: usize) -> String {
             ") WHERE true"
         });
     }
-    sql.push_str(" ON CONFLICT (order_id) ");
-    sql.push_str(upsert.conflict());
+    sql.push_str(&upsert.tail(dialect));
     sql
 }
 
@@ -201,7 +260,7 @@ pub struct StoredSale {
 #[derive(Clone, Debug)]
 pub struct Store {
     pool: AnyPool,
-    postgres: bool,
+    dialect: Dialect,
 }
 
 impl Store {
@@ -210,18 +269,27 @@ impl Store {
     /// brings its schema up to date.
     pub async fn open(target: &str) -> Result<Self> {
         install_default_drivers();
-        let postgres = target.starts_with("postgres://") || target.starts_with("postgresql://");
-        let url = if postgres {
-            target.to_owned()
+        let dialect = if target.starts_with("postgres://") || target.starts_with("postgresql://") {
+            Dialect::Postgres
+        } else if target.starts_with("mysql://") || target.starts_with("mariadb://") {
+            Dialect::Mysql
         } else {
-            sqlite_url(target)?
+            Dialect::Sqlite
         };
+        let url = match dialect {
+            Dialect::Sqlite => sqlite_url(target)?,
+            // sqlx knows MariaDB by MySQL's scheme.
+            Dialect::Mysql => target.replacen("mariadb://", "mysql://", 1),
+            Dialect::Postgres => target.to_owned(),
+        };
+        let sqlite = dialect == Dialect::Sqlite;
         let pool = AnyPoolOptions::new()
-            .max_connections(if postgres { 8 } else { 4 })
+            // SQLite has one writer; the servers take a few in parallel.
+            .max_connections(if sqlite { 4 } else { 8 })
             .acquire_timeout(Duration::from_secs(5))
             .after_connect(move |conn, _| {
                 Box::pin(async move {
-                    if !postgres {
+                    if sqlite {
                         for pragma in SQLITE_PRAGMAS {
                             sqlx::query(pragma).execute(&mut *conn).await?;
                         }
@@ -231,13 +299,17 @@ impl Store {
             })
             .connect(&url)
             .await?;
-        migrate(&pool, postgres).await?;
-        Ok(Self { pool, postgres })
+        migrate(&pool, dialect).await?;
+        Ok(Self { pool, dialect })
     }
 
-    /// Whether this is PostgreSQL (else SQLite).
-    pub fn is_postgres(&self) -> bool {
-        self.postgres
+    /// Which database this is: `sqlite`, `postgres` or `mysql`.
+    pub fn database(&self) -> &'static str {
+        match self.dialect {
+            Dialect::Sqlite => "sqlite",
+            Dialect::Postgres => "postgres",
+            Dialect::Mysql => "mysql",
+        }
     }
 
     /// Applies order events in one transaction. Idempotent and indifferent
@@ -252,10 +324,10 @@ impl Store {
             .partition(|e| e.state == OrderState::PendingPayment);
         for (rows, upsert) in [(purchases, Upsert::Purchase), (settled, Upsert::Settle)] {
             let rows = dedup_last(rows);
-            // A purchase statement binds its sale generation once.
+            // A compact purchase statement binds its sale generation once.
+            let compact = upsert.compact(self.dialect);
             let same = |a: &&Event, b: &&Event| {
-                matches!(upsert, Upsert::Settle)
-                    || (a.sale_id == b.sale_id && a.generation == b.generation)
+                !compact || (a.sale_id == b.sale_id && a.generation == b.generation)
             };
             for run in rows.chunk_by(same) {
                 let mut rest = run;
@@ -263,19 +335,20 @@ impl Store {
                     let n = chunk_len(rest.len());
                     let (chunk, tail) = rest.split_at(n);
                     rest = tail;
-                    let mut query = sqlx::query(statement(self.postgres, upsert, n));
-                    if let Upsert::Purchase = upsert {
+                    let mut query = sqlx::query(statement(self.dialect, upsert, n));
+                    if compact {
                         query = query.bind(&first.sale_id).bind(first.generation);
                     }
                     for e in chunk {
                         query = query.bind(&e.order_id);
-                        query = match upsert {
-                            Upsert::Purchase => query
+                        query = if compact {
+                            query
                                 .bind(&e.user_id)
                                 .bind(e.quantity)
                                 .bind(e.request_id.as_deref())
-                                .bind(e.created_ms),
-                            Upsert::Settle => query
+                                .bind(e.created_ms)
+                        } else {
+                            query
                                 .bind(&e.sale_id)
                                 .bind(e.generation)
                                 .bind(&e.user_id)
@@ -283,7 +356,7 @@ impl Store {
                                 .bind(e.request_id.as_deref())
                                 .bind(e.state.as_str())
                                 .bind(e.created_ms)
-                                .bind(e.at_ms),
+                                .bind(e.at_ms)
                         };
                     }
                     query.execute(&mut *tx).await?;
@@ -296,33 +369,42 @@ impl Store {
 
     /// Records a sale (or its new generation, if the id was reused).
     pub async fn upsert_sale(&self, sale: &Sale) -> Result<()> {
-        sqlx::query(
+        let sql = format!(
             "INSERT INTO sales (id, name, stock, per_user_limit, starts_at_ms, ends_at_ms, \
-             payment_timeout_secs, generation) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
-             ON CONFLICT (id) DO UPDATE SET name = excluded.name, stock = excluded.stock, \
-             per_user_limit = excluded.per_user_limit, starts_at_ms = excluded.starts_at_ms, \
-             ends_at_ms = excluded.ends_at_ms, payment_timeout_secs = excluded.payment_timeout_secs, \
-             generation = excluded.generation",
-        )
-        .bind(&sale.id)
-        .bind(&sale.name)
-        .bind(sale.stock as i64)
-        .bind(sale.per_user_limit.map(i64::from))
-        .bind(sale.starts_at_ms.map(|v| v as i64))
-        .bind(sale.ends_at_ms.map(|v| v as i64))
-        .bind(sale.payment_timeout_secs as i64)
-        .bind(sale.generation as i64)
-        .execute(&self.pool)
-        .await?;
+             payment_timeout_secs, generation) VALUES ($1, $2, $3, $4, $5, $6, $7, $8){}",
+            self.dialect.update(
+                "id",
+                &[
+                    "name",
+                    "stock",
+                    "per_user_limit",
+                    "starts_at_ms",
+                    "ends_at_ms",
+                    "payment_timeout_secs",
+                    "generation",
+                ],
+            )
+        );
+        sqlx::query(&self.dialect.params(&sql))
+            .bind(&sale.id)
+            .bind(&sale.name)
+            .bind(sale.stock as i64)
+            .bind(sale.per_user_limit.map(i64::from))
+            .bind(sale.starts_at_ms.map(|v| v as i64))
+            .bind(sale.ends_at_ms.map(|v| v as i64))
+            .bind(sale.payment_timeout_secs as i64)
+            .bind(sale.generation as i64)
+            .execute(&self.pool)
+            .await?;
         Ok(())
     }
 
     /// Sale `id` as last recorded; `None` if SQL has never seen it.
     pub async fn sale(&self, id: &str) -> Result<Option<StoredSale>> {
-        Ok(sqlx::query_as(
+        Ok(sqlx::query_as(&self.dialect.params(
             "SELECT id, name, stock, per_user_limit, starts_at_ms, ends_at_ms, \
              payment_timeout_secs, generation FROM sales WHERE id = $1",
-        )
+        ))
         .bind(id)
         .fetch_optional(&self.pool)
         .await?)
@@ -332,10 +414,10 @@ impl Store {
     pub async fn orders(&self, sale_id: &str, generation: i64) -> Result<Vec<StoredOrder>> {
         // A range of the primary key: the table has no other index.
         let (low, high) = OrderId::bounds(sale_id, u64::try_from(generation).ok());
-        Ok(sqlx::query_as(&format!(
+        Ok(sqlx::query_as(&self.dialect.params(&format!(
             "{SELECT_ORDER} WHERE order_id > $1 AND order_id < $2 AND sale_id = $3 \
              AND generation = $4 ORDER BY order_id"
-        ))
+        )))
         .bind(low)
         .bind(high)
         .bind(sale_id)
@@ -355,17 +437,23 @@ impl Store {
     ) -> Result<Vec<StoredOrder>> {
         let (low, high) = OrderId::bounds(sale_id, None);
         let low = after.map_or(low.clone(), |a| a.max(low.as_str()).to_owned());
-        Ok(sqlx::query_as(&format!(
-            "{SELECT_ORDER} WHERE order_id > $1 AND order_id < $2 AND sale_id = $3 \
-             AND ($4 IS NULL OR user_id = $4) ORDER BY order_id LIMIT $5"
-        ))
-        .bind(low)
-        .bind(high)
-        .bind(sale_id)
-        .bind(user_id)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?)
+        let (user, limit_param) = match user_id {
+            Some(_) => (" AND user_id = $4", "$5"),
+            None => ("", "$4"),
+        };
+        let sql = format!(
+            "{SELECT_ORDER} WHERE order_id > $1 AND order_id < $2 AND sale_id = $3{user} \
+             ORDER BY order_id LIMIT {limit_param}"
+        );
+        let sql = self.dialect.params(&sql);
+        let mut query = sqlx::query_as(&sql)
+            .bind(low)
+            .bind(high)
+            .bind(sale_id.to_owned());
+        if let Some(user) = user_id {
+            query = query.bind(user.to_owned());
+        }
+        Ok(query.bind(i64::from(limit)).fetch_all(&self.pool).await?)
     }
 
     /// Raw access for tests and tools that plant faults.
@@ -414,12 +502,12 @@ fn sqlite_url(target: &str) -> Result<String> {
 /// Brings the schema up to date. SQLite has no migration lock, so two
 /// processes opening a fresh file at once can collide; the loser retries and
 /// then finds the work done.
-async fn migrate(pool: &AnyPool, postgres: bool) -> Result<()> {
+async fn migrate(pool: &AnyPool, dialect: Dialect) -> Result<()> {
     // One set per database: the schemas differ where each is fastest.
-    let migrator = if postgres {
-        sqlx::migrate!("./migrations/postgres")
-    } else {
-        sqlx::migrate!("./migrations/sqlite")
+    let migrator = match dialect {
+        Dialect::Postgres => sqlx::migrate!("./migrations/postgres"),
+        Dialect::Mysql => sqlx::migrate!("./migrations/mysql"),
+        Dialect::Sqlite => sqlx::migrate!("./migrations/sqlite"),
     };
     let mut attempt = 0;
     loop {
@@ -481,21 +569,37 @@ mod tests {
     fn each_statement_binds_its_rows_in_its_dialect() {
         for k in 0..=CHUNK_BITS {
             let rows = 1 << k;
-            for upsert in Upsert::ALL {
-                let params = match upsert {
-                    Upsert::Purchase => 2 + 5 * rows,
-                    Upsert::Settle => 9 * rows,
-                };
-                let sqlite = statement(false, upsert, rows);
-                assert_eq!(sqlite.matches('?').count(), params);
-                let postgres = statement(true, upsert, rows);
-                assert!(postgres.contains(&format!("${params}")));
-                assert!(!postgres.contains(&format!("${}", params + 1)));
+            for dialect in Dialect::ALL {
+                for upsert in Upsert::ALL {
+                    let params = if upsert.compact(dialect) {
+                        2 + 5 * rows
+                    } else {
+                        9 * rows
+                    };
+                    let sql = statement(dialect, upsert, rows);
+                    if dialect == Dialect::Postgres {
+                        assert!(sql.contains(&format!("${params}")));
+                        assert!(!sql.contains(&format!("${}", params + 1)));
+                    } else {
+                        assert_eq!(sql.matches('?').count(), params, "{dialect:?}");
+                    }
+                }
             }
-            let settle = statement(false, Upsert::Settle, rows);
+            let settle = statement(Dialect::Sqlite, Upsert::Settle, rows);
             assert!(settle.ends_with("WHERE orders.state = 'pending_payment'"));
-            let purchase = statement(true, Upsert::Purchase, rows);
+            let purchase = statement(Dialect::Postgres, Upsert::Purchase, rows);
             assert!(purchase.ends_with("created_ms = excluded.created_ms"));
+            let mysql = statement(Dialect::Mysql, Upsert::Purchase, rows);
+            assert!(mysql.ends_with("created_ms = VALUES(created_ms)"));
         }
+    }
+
+    #[test]
+    fn mysql_takes_question_marks_in_order() {
+        assert_eq!(
+            Dialect::Mysql.params("a = $1 AND b = $2 AND c = $10"),
+            "a = ? AND b = ? AND c = ?"
+        );
+        assert_eq!(Dialect::Postgres.params("a = $1"), "a = $1");
     }
 }

@@ -151,13 +151,16 @@ async fn twenty_thousand_purchases_reach_sqlite_exactly_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn twenty_thousand_purchases_reach_postgres_exactly_once() {
-    let Some((store, _db)) = postgres().await else {
-        eprintln!("skipped: PostgreSQL not reachable (set DATABASE_URL)");
-        return;
-    };
-    let mut rig = rig().await;
-    rig.store = store;
-    twenty_thousand_purchases(&rig).await;
+    if let Some((rig, _db)) = rig_on(Server::Postgres).await {
+        twenty_thousand_purchases(&rig).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_thousand_purchases_reach_mysql_exactly_once() {
+    if let Some((rig, _db)) = rig_on(Server::Mysql).await {
+        twenty_thousand_purchases(&rig).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -299,13 +302,25 @@ async fn a_backlog_is_reported_apart_from_mismatches() {
 
 #[tokio::test]
 async fn a_redis_that_lost_its_data_is_rebuilt_from_sql() {
-    let rig = rig().await;
+    rebuilt_from_sql(&rig().await).await;
+}
+
+#[tokio::test]
+async fn a_redis_that_lost_its_data_is_rebuilt_from_postgres_and_mysql() {
+    for server in [Server::Postgres, Server::Mysql] {
+        if let Some((rig, _db)) = rig_on(server).await {
+            rebuilt_from_sql(&rig).await;
+        }
+    }
+}
+
+async fn rebuilt_from_sql(rig: &Rig) {
     let spec = SaleSpec::new("r", 10).per_user_limit(2);
     rig.engine.create_sale(&spec).await.unwrap();
     let orders = buy_all(&rig.engine, "r", 6).await;
     rig.engine.pay(&orders[0]).await.unwrap();
     rig.engine.cancel(&orders[1]).await.unwrap();
-    drain(&rig, "r", "p").await;
+    drain(rig, "r", "p").await;
 
     let mut conn = redis::Client::open(rig.server.url())
         .unwrap()
@@ -419,12 +434,36 @@ async fn trimming_keeps_every_uncommitted_entry_and_every_pending_order_and_aban
     assert_sql_matches_redis(&rig, "t").await;
 }
 
-/// A fresh PostgreSQL database for one test, dropped with the guard.
-async fn postgres() -> Option<(Store, PgDatabase)> {
-    let base = std::env::var("DATABASE_URL")
-        .ok()
-        .filter(|u| u.starts_with("postgres"))
-        .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+/// A database server the tests may use: PostgreSQL or MySQL/MariaDB.
+#[derive(Clone, Copy)]
+enum Server {
+    Postgres,
+    Mysql,
+}
+
+impl Server {
+    /// The admin URL: `DATABASE_URL` / `MYSQL_URL` if set, else the local
+    /// server's test database.
+    fn base(self) -> String {
+        let (var, scheme, local) = match self {
+            Self::Postgres => (
+                "DATABASE_URL",
+                "postgres",
+                "postgres://postgres@127.0.0.1:5432/test",
+            ),
+            Self::Mysql => ("MYSQL_URL", "mysql", "mysql://root@127.0.0.1:3306/test"),
+        };
+        std::env::var(var)
+            .ok()
+            .filter(|u| u.starts_with(scheme))
+            .unwrap_or_else(|| local.to_owned())
+    }
+}
+
+/// A fresh database on `server` for one test, dropped with the guard;
+/// `None` (the test says it is skipped) when the server is not reachable.
+async fn server_database(server: Server) -> Option<(Store, ServerDatabase)> {
+    let base = server.base();
     sqlx::any::install_default_drivers();
     let admin = tokio::time::timeout(Duration::from_secs(3), sqlx::AnyPool::connect(&base))
         .await
@@ -437,24 +476,52 @@ async fn postgres() -> Option<(Store, PgDatabase)> {
         .ok()?;
     let (prefix, _) = base.rsplit_once('/')?;
     let store = Store::open(&format!("{prefix}/{name}")).await.ok()?;
-    Some((store, PgDatabase { admin, name }))
+    let drop = match server {
+        Server::Postgres => format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
+        Server::Mysql => format!("DROP DATABASE IF EXISTS {name}"),
+    };
+    admin.close().await;
+    Some((store, ServerDatabase { base, drop }))
 }
 
-struct PgDatabase {
-    admin: sqlx::AnyPool,
-    name: String,
+/// A rig whose SQL is a fresh database on `server`; `None` when skipped.
+async fn rig_on(server: Server) -> Option<(Rig, ServerDatabase)> {
+    let Some((store, db)) = server_database(server).await else {
+        let (name, var) = match server {
+            Server::Postgres => ("PostgreSQL", "DATABASE_URL"),
+            Server::Mysql => ("MySQL/MariaDB", "MYSQL_URL"),
+        };
+        eprintln!("skipped: {name} not reachable (set {var})");
+        return None;
+    };
+    let mut rig = rig().await;
+    rig.store = store;
+    Some((rig, db))
 }
 
-impl Drop for PgDatabase {
+struct ServerDatabase {
+    base: String,
+    drop: String,
+}
+
+/// Drops the database on a thread and runtime of its own: the test's
+/// runtime is shutting down when this runs, and would never run a task.
+impl Drop for ServerDatabase {
     fn drop(&mut self) {
-        let (admin, name) = (self.admin.clone(), self.name.clone());
-        if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            handle.spawn(async move {
-                let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                    .execute(&admin)
-                    .await;
+        let (base, drop) = (self.base.clone(), self.drop.clone());
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                if let Ok(admin) = sqlx::AnyPool::connect(&base).await {
+                    let _ = sqlx::query(&drop).execute(&admin).await;
+                    admin.close().await;
+                }
             });
-        }
+        });
+        let _ = dropped.join();
     }
 }
 

@@ -30,7 +30,8 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Redis URL, e.g. `redis://127.0.0.1:6379/`.
     pub redis_url: String,
-    /// A `postgres://` URL or a SQLite file path.
+    /// The order database: a SQLite path or `sqlite:` URL, `postgres://`
+    /// or `mysql://`.
     pub database_url: String,
     /// Bearer token of the admin routes; empty refuses them all.
     pub admin_token: String,
