@@ -60,6 +60,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         burst_per_user: 100.0,
         background: true,
         limits: Default::default(),
+        archive_after: std::time::Duration::from_secs(3600),
     })
     .await
     .context("starting the service")?;

@@ -16,6 +16,7 @@
 //! - `redis_cost`: Redis time per purchase, from the server's command stats
 //!   and process CPU.
 
+mod archive;
 mod audit;
 mod bench;
 mod demo;
@@ -59,6 +60,8 @@ enum Command {
     Persist(persist::Args),
     /// Check a sale: Redis against itself and against SQL (exit 0 clean, 1 mismatch, 2 error).
     Audit(audit::Args),
+    /// Remove a finished sale from Redis; SQL answers for it from then on.
+    Archive(archive::Args),
     /// Measure lock acquisitions per second and hand-off latency.
     LockBench(lock_bench::Args),
 }
@@ -107,5 +110,6 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::LockBench(args) => lock_bench::run(args).await,
         Command::Persist(args) => persist::run(args).await,
         Command::Audit(args) => audit::run(args).await,
+        Command::Archive(args) => archive::run(args).await,
     }
 }

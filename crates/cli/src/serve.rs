@@ -36,6 +36,11 @@ pub struct Args {
     /// Seconds a kept-alive connection may sit between requests.
     #[arg(long, default_value_t = 60.0)]
     idle_timeout: f64,
+    /// Seconds after a sale's end when the background work archives it
+    /// (removes it from Redis; SQL answers for it), once every order is
+    /// settled and persisted.
+    #[arg(long, default_value_t = 3600.0)]
+    archive_after: f64,
 }
 
 pub async fn run(args: Args) -> Result<ExitCode> {
@@ -63,6 +68,14 @@ pub async fn run(args: Args) -> Result<ExitCode> {
             max_connections: args.max_connections,
             header_timeout: seconds("--header-timeout", args.header_timeout)?,
             idle_timeout: seconds("--idle-timeout", args.idle_timeout)?,
+        },
+        archive_after: {
+            let secs = args.archive_after;
+            anyhow::ensure!(
+                secs.is_finite() && (0.0..=30.0 * 86_400.0).contains(&secs),
+                "--archive-after must be a number of seconds from 0 to 2592000 (30 days)"
+            );
+            std::time::Duration::from_secs_f64(secs)
         },
     };
     let running = seckill_service::start(config)

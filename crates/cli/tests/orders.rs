@@ -112,3 +112,102 @@ async fn persist_then_audit_is_clean_and_a_planted_mismatch_exits_1() {
     ]);
     assert_eq!(down.status.code(), Some(2));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn archive_refuses_a_live_sale_then_moves_a_finished_one_to_sql() {
+    let server = RedisServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("orders.db");
+    let (url, db) = (server.url(), db.to_str().unwrap().to_owned());
+    let engine = Engine::connect(&url).await.unwrap();
+    engine.create_sale(&SaleSpec::new("arc", 10)).await.unwrap();
+    let buy = engine.purchaser(Strategy::Atomic, "arc").await.unwrap();
+    let mut orders = Vec::new();
+    for u in 0..4 {
+        match buy
+            .purchase(&PurchaseRequest::new(&format!("u{u}")))
+            .await
+            .unwrap()
+        {
+            seckill_engine::Outcome::Ok(order) => orders.push(order.order_id),
+            other => panic!("{other:?}"),
+        }
+    }
+    let archive = |sale: &str| {
+        seckill(&[
+            "archive",
+            "--sale",
+            sale,
+            "--redis-url",
+            &url,
+            "--database-url",
+            &db,
+        ])
+    };
+    // Live: refused with the reason, exit 1.
+    let out = archive("arc");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("has not ended"));
+    engine.end_sale("arc").await.unwrap();
+    let out = archive("arc");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("await payment"));
+    for (i, order) in orders.iter().enumerate() {
+        if i % 2 == 0 {
+            engine.pay(order).await.unwrap();
+        } else {
+            engine.cancel(order).await.unwrap();
+        }
+    }
+    let out = archive("arc");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not in SQL yet"));
+    let persist = spawn(&[
+        "persist",
+        "--redis-url",
+        &url,
+        "--database-url",
+        &db,
+        "--no-sweeper",
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = archive("arc");
+        if out.status.success() {
+            assert!(String::from_utf8_lossy(&out.stdout).contains("4 orders (2 units sold)"));
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    terminate(persist);
+    assert!(engine.sale("arc").await.is_err(), "its Redis keys are gone");
+    // Archived: audit checks SQL alone; archiving again is a no-op.
+    let out = seckill(&[
+        "audit",
+        "--sale",
+        "arc",
+        "--redis-url",
+        &url,
+        "--database-url",
+        &db,
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (
+            report["archived"].as_bool(),
+            report["orders_in_sql"].as_u64()
+        ),
+        (Some(true), Some(4))
+    );
+    assert!(archive("arc").status.success());
+    let out = archive("nosuch");
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(archive("bad id").status.code(), Some(2));
+}

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::backlog::{committed_floor, unpersisted};
 use crate::error::{Error, Result};
-use crate::store::{Store, StoredOrder};
+use crate::store::{Store, StoredOrder, StoredSale};
 
 /// One thing found wrong.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -55,6 +55,18 @@ pub enum Finding {
         /// Units the user's live orders hold.
         held: u64,
     },
+    /// An archived sale's order still awaiting payment.
+    PendingInArchive {
+        /// The order id.
+        order_id: String,
+    },
+    /// An archived sale whose recorded units sold differ from its paid orders.
+    SoldMismatch {
+        /// Units sold as recorded when it was archived.
+        recorded: u64,
+        /// Units its paid orders in SQL hold.
+        counted: u64,
+    },
     /// A buyer holding more units than the sale's per-user limit.
     OverLimit {
         /// The buyer.
@@ -84,6 +96,8 @@ pub struct Report {
     pub findings: Vec<Finding>,
     /// Nothing was found wrong.
     pub clean: bool,
+    /// The sale is archived: checked in SQL alone.
+    pub archived: bool,
 }
 
 /// Audits sale `id`.
@@ -96,6 +110,9 @@ pub async fn audit(engine: &Engine, store: &Store, id: &str) -> Result<Report> {
         Err(e) => return Err(e.into()),
     };
     let Some(sale) = sale else {
+        if let Some(stored) = stored_sale.filter(|s| s.archived_ms.is_some()) {
+            return audit_archived(store, &stored).await;
+        }
         return Ok(Report {
             sale_id: id.to_owned(),
             orders_in_redis: 0,
@@ -104,6 +121,7 @@ pub async fn audit(engine: &Engine, store: &Store, id: &str) -> Result<Report> {
             in_backlog: 0,
             findings: vec![Finding::SaleMissingInRedis],
             clean: false,
+            archived: false,
         });
     };
     let mut conn = engine.connection();
@@ -202,6 +220,62 @@ pub async fn audit(engine: &Engine, store: &Store, id: &str) -> Result<Report> {
         in_backlog: in_backlog.len(),
         clean: findings.is_empty(),
         findings,
+        archived: false,
+    })
+}
+
+/// An archived sale, in SQL alone: every order settled, the units sold as
+/// recorded, within the stock, and no buyer over the limit.
+async fn audit_archived(store: &Store, sale: &StoredSale) -> Result<Report> {
+    let orders = store.orders(&sale.id, sale.generation).await?;
+    let mut findings = Vec::new();
+    let mut paid_by: HashMap<&str, u64> = HashMap::new();
+    for o in &orders {
+        match o.state.as_str() {
+            "paid" => *paid_by.entry(&o.user_id).or_default() += o.quantity.max(0) as u64,
+            "pending_payment" => findings.push(Finding::PendingInArchive {
+                order_id: o.order_id.clone(),
+            }),
+            _ => {}
+        }
+    }
+    let paid: u64 = paid_by.values().sum();
+    let recorded = sale.archived_sold.unwrap_or(0).max(0) as u64;
+    if recorded != paid {
+        findings.push(Finding::SoldMismatch {
+            recorded,
+            counted: paid,
+        });
+    }
+    let stock = sale.stock.max(0) as u64;
+    if paid > stock {
+        findings.push(Finding::StockMismatch {
+            stock,
+            remaining: 0,
+            held: paid,
+        });
+    }
+    if let Some(limit) = sale.per_user_limit.map(|l| l.max(0) as u64) {
+        for (user, units) in paid_by {
+            if units > limit {
+                findings.push(Finding::OverLimit {
+                    user_id: user.to_owned(),
+                    units,
+                    limit,
+                });
+            }
+        }
+    }
+    findings.sort_by_key(|f| format!("{f:?}"));
+    Ok(Report {
+        sale_id: sale.id.clone(),
+        orders_in_redis: 0,
+        orders_in_sql: orders.len(),
+        backlog: 0,
+        in_backlog: 0,
+        clean: findings.is_empty(),
+        findings,
+        archived: true,
     })
 }
 
@@ -220,6 +294,12 @@ pub async fn repair_from_sql(engine: &Engine, store: &Store, id: &str) -> Result
         .sale(id)
         .await?
         .ok_or_else(|| Error::SaleNotInSql(id.to_owned()))?;
+    if sale.archived_ms.is_some() {
+        return Err(Error::Invalid {
+            what: "sale",
+            reason: format!("`{id}` is archived: it answers from SQL and needs no Redis"),
+        });
+    }
     let mut spec = SaleSpec::new(id, sale.stock as u64)
         .name(&sale.name)
         .window(

@@ -40,6 +40,16 @@ pub enum Error {
         waited: std::time::Duration,
     },
 
+    /// [`crate::archive()`] refused: the sale is not finished, or not all
+    /// of it is in SQL.
+    #[error("sale `{sale}` cannot be archived: {reason}")]
+    NotArchivable {
+        /// The sale id.
+        sale: String,
+        /// Why, in plain words.
+        reason: String,
+    },
+
     /// `--repair-from-sql` for a sale SQL has no record of.
     #[error("sale `{0}` is not in SQL")]
     SaleNotInSql(String),

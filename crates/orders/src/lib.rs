@@ -2,14 +2,16 @@
 //! Redis Stream into SQL, and an audit proves the two agree.
 //!
 //! Modules:
-//! - `store`: [`Store`], the SQL side (SQLite file or PostgreSQL URL, sqlx
-//!   migrations in `migrations/<database>/`), idempotent batched upserts.
+//! - `store`: [`Store`], the SQL side (SQLite, PostgreSQL or MySQL/MariaDB,
+//!   sqlx migrations in `migrations/<database>/`), idempotent batched upserts.
 //! - `persister`: [`Persister`], the consumer-group reader: a batch stays
 //!   recorded until committed, abandoned batches are persisted again by
 //!   another, streams are trimmed only below what is committed.
 //! - `backlog`: [`unpersisted`] and [`wait_drained`]: what is not yet in SQL.
 //! - `sweeper`: [`sweep_forever`], expiry of unpaid orders in every sale.
 //! - `audit`: [`audit()`] and [`repair_from_sql`].
+//! - `archive`: [`archive()`] and [`archive_forever`]: finished sales leave
+//!   Redis and answer from SQL.
 //! - `error`: [`Error`].
 //!
 //! ```no_run
@@ -23,6 +25,7 @@
 
 #![warn(missing_docs, missing_debug_implementations)]
 
+mod archive;
 mod audit;
 mod backlog;
 mod error;
@@ -30,6 +33,7 @@ mod persister;
 mod store;
 mod sweeper;
 
+pub use archive::{Archived, archive, archive_due, archive_forever};
 pub use audit::{Finding, Report, audit, repair_from_sql};
 pub use backlog::{unpersisted, wait_drained};
 pub use error::{Error, Result};

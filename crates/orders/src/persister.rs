@@ -30,10 +30,12 @@ pub const GROUP: &str = "persister";
 /// commandstats` names them, for tools that measure what they cost Redis:
 /// deletes of committed batches, looks at batches in flight, the group's
 /// state, trims and the expiry cursor before them, the list of sales and
-/// new groups. The reads are script calls (`lua/read.lua`, counted as
+/// new groups, and the delete of a stream a group made again for a sale
+/// deleted meanwhile. The reads are script calls (`lua/read.lua`, counted as
 /// such); the `TIME` of a take-over is left out, as scripts send it too.
-pub const PLAIN_COMMANDS: [&str; 7] = [
+pub const PLAIN_COMMANDS: [&str; 8] = [
     "hdel",
+    "del",
     "hgetall",
     "xinfo|groups",
     "xtrim",
@@ -208,7 +210,15 @@ impl Persister {
             if new_group || !self.streams.contains_key(&id) {
                 match self.engine.sale(&id).await {
                     Ok(sale) => self.store.upsert_sale(&sale).await?,
-                    Err(seckill_engine::Error::SaleNotFound(_)) => continue,
+                    Err(seckill_engine::Error::SaleNotFound(_)) => {
+                        // Deleted or archived since it was listed: the
+                        // group just made its stream again, an empty key
+                        // that nothing would ever remove.
+                        if new_group {
+                            let _: i64 = self.conn.del(&keys.stream).await?;
+                        }
+                        continue;
+                    }
                     Err(e) => return Err(e.into()),
                 }
             }

@@ -254,6 +254,11 @@ pub struct StoredSale {
     /// The latest generation recorded (creation time in ms): a reused id
     /// overwrites the row.
     pub generation: i64,
+    /// When the sale was archived (its Redis keys removed); `None` while it
+    /// lives in Redis.
+    pub archived_ms: Option<i64>,
+    /// Units sold (paid for) when it was archived.
+    pub archived_sold: Option<i64>,
 }
 
 /// A pool on the order database. Cheap to clone.
@@ -369,9 +374,11 @@ impl Store {
 
     /// Records a sale (or its new generation, if the id was reused).
     pub async fn upsert_sale(&self, sale: &Sale) -> Result<()> {
+        // A sale recorded again is live in Redis: not archived (any more).
         let sql = format!(
             "INSERT INTO sales (id, name, stock, per_user_limit, starts_at_ms, ends_at_ms, \
-             payment_timeout_secs, generation) VALUES ($1, $2, $3, $4, $5, $6, $7, $8){}",
+             payment_timeout_secs, generation, archived_ms, archived_sold) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, NULL, NULL){}",
             self.dialect.update(
                 "id",
                 &[
@@ -382,6 +389,8 @@ impl Store {
                     "ends_at_ms",
                     "payment_timeout_secs",
                     "generation",
+                    "archived_ms",
+                    "archived_sold",
                 ],
             )
         );
@@ -401,11 +410,52 @@ impl Store {
 
     /// Sale `id` as last recorded; `None` if SQL has never seen it.
     pub async fn sale(&self, id: &str) -> Result<Option<StoredSale>> {
-        Ok(sqlx::query_as(&self.dialect.params(
-            "SELECT id, name, stock, per_user_limit, starts_at_ms, ends_at_ms, \
-             payment_timeout_secs, generation FROM sales WHERE id = $1",
+        Ok(
+            sqlx::query_as(&self.dialect.params(&format!("{SELECT_SALE} WHERE id = $1")))
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?,
+        )
+    }
+
+    /// Every archived sale, by id.
+    pub async fn archived_sales(&self) -> Result<Vec<StoredSale>> {
+        Ok(sqlx::query_as(&format!(
+            "{SELECT_SALE} WHERE archived_ms IS NOT NULL ORDER BY id"
         ))
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Records generation `generation` of sale `id` as archived at `at_ms`
+    /// having sold `sold` units; `false` if SQL holds another generation.
+    pub async fn mark_archived(
+        &self,
+        id: &str,
+        generation: i64,
+        at_ms: i64,
+        sold: i64,
+    ) -> Result<bool> {
+        let done = sqlx::query(&self.dialect.params(
+            "UPDATE sales SET archived_ms = $1, archived_sold = $2 WHERE id = $3 AND generation = $4",
+        ))
+        .bind(at_ms)
+        .bind(sold)
         .bind(id)
+        .bind(generation)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// One order by id; `None` if SQL has none.
+    pub async fn order(&self, order_id: &str) -> Result<Option<StoredOrder>> {
+        Ok(sqlx::query_as(
+            &self
+                .dialect
+                .params(&format!("{SELECT_ORDER} WHERE order_id = $1")),
+        )
+        .bind(order_id)
         .fetch_optional(&self.pool)
         .await?)
     }
@@ -522,6 +572,9 @@ async fn migrate(pool: &AnyPool, dialect: Dialect) -> Result<()> {
         }
     }
 }
+
+const SELECT_SALE: &str = "SELECT id, name, stock, per_user_limit, starts_at_ms, ends_at_ms, \
+     payment_timeout_secs, generation, archived_ms, archived_sold FROM sales";
 
 const SELECT_ORDER: &str = "SELECT order_id, sale_id, generation, user_id, quantity, request_id, \
      state, created_ms, updated_ms FROM orders";

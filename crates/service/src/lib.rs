@@ -26,6 +26,7 @@
 //!     burst_per_user: 100.0,
 //!     background: true,
 //!     limits: Default::default(),
+//!     archive_after: std::time::Duration::from_secs(3600),
 //! };
 //! let running = seckill_service::start(config).await?;
 //! println!("listening on http://{}", running.addr);

@@ -12,6 +12,8 @@ use seckill_engine::{
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use seckill_orders::StoredSale;
+
 use crate::error::ApiError;
 use crate::extract::Query;
 use crate::state::AppState;
@@ -87,9 +89,64 @@ pub async fn create_sale(
     Ok((StatusCode::CREATED, Json(SaleBody::from(sale))).into_response())
 }
 
+impl SaleBody {
+    /// An archived sale as SQL recorded it: ended, every order settled.
+    fn archived(s: StoredSale) -> Self {
+        let stock = s.stock.max(0) as u64;
+        let sold = s.archived_sold.unwrap_or(0).max(0) as u64;
+        Self {
+            id: s.id,
+            name: s.name,
+            stock,
+            remaining: stock.saturating_sub(sold),
+            sold,
+            per_user_limit: s.per_user_limit.map(|l| l as u32),
+            status: Status::Ended,
+            starts_at: s.starts_at_ms.map(|v| v as u64),
+            ends_at: s.ends_at_ms.map(|v| v as u64),
+            payment_timeout_secs: s.payment_timeout_secs.max(0) as u64,
+        }
+    }
+}
+
+/// Sale `id` from Redis, or from SQL once archived.
+async fn sale_body(state: &AppState, id: &str) -> Result<SaleBody, ApiError> {
+    match state.engine.sale(id).await {
+        Ok(sale) => Ok(SaleBody::from(sale)),
+        Err(seckill_engine::Error::SaleNotFound(_)) => match state.store.sale(id).await? {
+            Some(stored) if stored.archived_ms.is_some() => Ok(SaleBody::archived(stored)),
+            _ => Err(seckill_engine::Error::SaleNotFound(id.to_owned()).into()),
+        },
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// An order of an archived sale, from SQL; `OrderNotFound` otherwise.
+async fn archived_order(state: &AppState, order_id: &str) -> Result<OrderBody, ApiError> {
+    let not_found = || ApiError::from(seckill_engine::Error::OrderNotFound(order_id.to_owned()));
+    let Some(order) = state.store.order(order_id).await? else {
+        return Err(not_found());
+    };
+    let Some(sale) = state.store.sale(&order.sale_id).await? else {
+        return Err(not_found());
+    };
+    if sale.archived_ms.is_none() || sale.generation != order.generation {
+        return Err(not_found());
+    }
+    let state = OrderState::parse(&order.state).ok_or_else(not_found)?;
+    Ok(OrderBody {
+        pay_by: time::format((order.created_ms + sale.payment_timeout_secs * 1000).max(0) as u64),
+        order_id: order.order_id,
+        sale_id: order.sale_id,
+        user_id: order.user_id,
+        quantity: order.quantity.max(0) as u32,
+        state,
+    })
+}
+
 pub async fn get_sale(State(state): Shared, Path(id): Path<String>) -> Answer {
     check_id("sale id", &id)?;
-    Ok(Json(SaleBody::from(state.engine.sale(&id).await?)).into_response())
+    Ok(Json(sale_body(&state, &id).await?).into_response())
 }
 
 #[derive(Deserialize)]
@@ -112,19 +169,32 @@ pub async fn list_sales(
     if let Some(after) = &page.after {
         check_id("after", after)?;
     }
+    // Live sales from Redis, archived ones from SQL.
     let mut ids = state.engine.sale_ids().await?;
+    let mut archived: std::collections::HashMap<String, StoredSale> = state
+        .store
+        .archived_sales()
+        .await?
+        .into_iter()
+        .map(|s| (s.id.clone(), s))
+        .collect();
+    ids.extend(archived.keys().cloned());
     ids.sort_unstable();
+    ids.dedup();
     let mut sales = Vec::new();
     let after = page.after.as_deref().unwrap_or("");
     for id in ids.iter().filter(|id| id.as_str() > after) {
         let sale = match state.engine.sale(id).await {
-            Ok(sale) => sale,
-            // Deleted since it was listed.
-            Err(seckill_engine::Error::SaleNotFound(_)) => continue,
+            Ok(sale) => SaleBody::from(sale),
+            Err(seckill_engine::Error::SaleNotFound(_)) => match archived.remove(id) {
+                Some(stored) => SaleBody::archived(stored),
+                // Deleted since it was listed.
+                None => continue,
+            },
             Err(e) => return Err(e.into()),
         };
         if page.status.is_none_or(|s| s == sale.status) {
-            sales.push(SaleBody::from(sale));
+            sales.push(sale);
             if sales.len() == limit as usize {
                 break;
             }
@@ -279,15 +349,45 @@ impl From<OrderInfo> for OrderBody {
 }
 
 pub async fn get_order(State(state): Shared, Path(order_id): Path<String>) -> Answer {
-    Ok(Json(OrderBody::from(state.engine.order(&order_id).await?)).into_response())
+    let body = match state.engine.order(&order_id).await {
+        Ok(order) => OrderBody::from(order),
+        Err(seckill_engine::Error::OrderNotFound(_)) => archived_order(&state, &order_id).await?,
+        Err(e) => return Err(e.into()),
+    };
+    Ok(Json(body).into_response())
+}
+
+/// Pays or cancels; an order of an archived sale is settled for good, so a
+/// repeat of what settled it answers as before and anything else conflicts.
+async fn settle(state: &AppState, order_id: &str, to: OrderState) -> Answer {
+    let done = if to == OrderState::Paid {
+        state.engine.pay(order_id).await
+    } else {
+        state.engine.cancel(order_id).await
+    };
+    let new = match done {
+        Ok(new) => new,
+        Err(seckill_engine::Error::OrderNotFound(_)) => {
+            let order = archived_order(state, order_id).await?;
+            if order.state != to {
+                return Err(seckill_engine::Error::OrderConflict {
+                    order_id: order_id.to_owned(),
+                    state: order.state,
+                }
+                .into());
+            }
+            order.state
+        }
+        Err(e) => return Err(e.into()),
+    };
+    Ok(Json(json!({ "order_id": order_id, "state": new })).into_response())
 }
 
 /// Pay and cancel are idempotent by nature (a repeat answers the state the
 /// first one made); a key sent with them is held to the request id rules.
 pub async fn pay(State(state): Shared, Path(order_id): Path<String>, headers: HeaderMap) -> Answer {
     idempotency_key(&headers)?;
-    let new = state.engine.pay(&order_id).await?;
-    Ok(Json(json!({ "order_id": order_id, "state": new })).into_response())
+    settle(&state, &order_id, OrderState::Paid).await
 }
 
 pub async fn cancel(
@@ -296,8 +396,7 @@ pub async fn cancel(
     headers: HeaderMap,
 ) -> Answer {
     idempotency_key(&headers)?;
-    let new = state.engine.cancel(&order_id).await?;
-    Ok(Json(json!({ "order_id": order_id, "state": new })).into_response())
+    settle(&state, &order_id, OrderState::Cancelled).await
 }
 
 #[derive(Deserialize)]
@@ -324,7 +423,7 @@ pub async fn list_orders(
         check_id("after", after)?;
     }
     let limit = page_limit(page.limit)?;
-    state.engine.sale(&id).await?;
+    sale_body(&state, &id).await?;
     let orders = state
         .store
         .orders_page(&id, page.user_id.as_deref(), page.after.as_deref(), limit)

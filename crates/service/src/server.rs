@@ -10,7 +10,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use futures_util::StreamExt;
 use seckill_engine::{Engine, RESTOCK_CHANNEL};
-use seckill_orders::{Persister, PersisterConfig, Store, sweep_forever};
+use seckill_orders::{Persister, PersisterConfig, Store, archive_forever, sweep_forever};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -44,6 +44,9 @@ pub struct Config {
     pub background: bool,
     /// How many connections, and how long a slow or idle one is kept.
     pub limits: Limits,
+    /// With `background`: how long after its end a sale is archived (once
+    /// every order is settled and persisted).
+    pub archive_after: Duration,
 }
 
 /// Never prints the admin token, nor the URLs, which may hold passwords.
@@ -56,6 +59,7 @@ impl std::fmt::Debug for Config {
             .field("burst_per_user", &self.burst_per_user)
             .field("background", &self.background)
             .field("limits", &self.limits)
+            .field("archive_after", &self.archive_after)
             .finish_non_exhaustive()
     }
 }
@@ -132,8 +136,19 @@ pub async fn start(config: Config) -> Result<Running, crate::Error> {
             Persister::new(&config.redis_url, store, PersisterConfig::default()).await?;
         tasks.push(tokio::spawn(persister.run(until_stopped())));
         tasks.push(tokio::spawn(sweep_forever(
-            engine,
+            engine.clone(),
             Duration::from_millis(200),
+            until_stopped(),
+        )));
+        tasks.push(tokio::spawn(archive_forever(
+            engine,
+            state.store.clone(),
+            config.archive_after,
+            // Often enough that a sale leaves soon after it is due; each
+            // pass reads every sale's settings once.
+            config
+                .archive_after
+                .clamp(Duration::from_millis(100), Duration::from_secs(10)),
             until_stopped(),
         )));
     }

@@ -20,20 +20,31 @@ struct Rig {
 }
 
 async fn rig(rate: f64, burst: f64) -> Rig {
+    rig_with(|c| {
+        c.rate_per_user = rate;
+        c.burst_per_user = burst;
+    })
+    .await
+}
+
+/// A service on a private redis-server and SQLite file, its configuration
+/// changed by `edit`.
+async fn rig_with(edit: impl FnOnce(&mut seckill_service::Config)) -> Rig {
     let server = RedisServer::start().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let running = seckill_service::start(seckill_service::Config {
+    let mut config = seckill_service::Config {
         listen: "127.0.0.1:0".parse().unwrap(),
         redis_url: server.url(),
         database_url: dir.path().join("o.db").to_string_lossy().into_owned(),
         admin_token: TOKEN.to_owned(),
-        rate_per_user: rate,
-        burst_per_user: burst,
+        rate_per_user: 0.0,
+        burst_per_user: 1.0,
         background: true,
         limits: Default::default(),
-    })
-    .await
-    .unwrap();
+        archive_after: Duration::from_secs(3600),
+    };
+    edit(&mut config);
+    let running = seckill_service::start(config).await.unwrap();
     let base = format!("http://{}", running.addr);
     Rig {
         server,
@@ -741,6 +752,117 @@ async fn admin_lists_ends_and_restocks_sales_over_http() {
         (a1["stock"].as_u64(), a1["sold"].as_u64()),
         (Some(2), Some(2))
     );
+    rig.running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_archived_sale_answers_from_sql_with_the_same_bodies() {
+    let rig = rig_with(|c| c.archive_after = Duration::from_millis(1_500)).await;
+    let engine = seckill_engine::Engine::connect(&rig.server.url())
+        .await
+        .unwrap();
+    let body = json!({ "id": "old", "name": "old", "stock": 10, "per_user_limit": 2,
+                       "payment_timeout_secs": 1 });
+    assert_eq!(create(&rig, body).await.0, StatusCode::CREATED);
+    let mut orders = Vec::new();
+    for u in 0..3 {
+        let (_, order) = buy(&rig, "old", json!({ "user_id": format!("u{u}") })).await;
+        orders.push(order["order_id"].as_str().unwrap().to_owned());
+    }
+    let pay = |o: &str| format!("/v1/orders/{o}/pay");
+    let cancel = |o: &str| format!("/v1/orders/{o}/cancel");
+    assert_eq!(
+        rig.http.post(&pay(&orders[0]), &json!({})).await.unwrap().0,
+        200
+    );
+    assert_eq!(
+        rig.http
+            .post(&cancel(&orders[1]), &json!({}))
+            .await
+            .unwrap()
+            .0,
+        200
+    );
+    assert_eq!(
+        rig.admin
+            .post("/v1/sales/old/end", &json!({}))
+            .await
+            .unwrap()
+            .0,
+        200
+    );
+    // The third expires; once persisted, every answer is taken from Redis…
+    let settled = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, third) = rig
+            .http
+            .get(&format!("/v1/orders/{}", orders[2]))
+            .await
+            .unwrap();
+        if third["state"] == "expired" {
+            break;
+        }
+        assert!(Instant::now() < settled, "{third}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    seckill_orders::wait_drained(&mut engine.connection(), "old", Duration::from_secs(10))
+        .await
+        .unwrap();
+    let paths: Vec<String> = [
+        "/v1/sales/old".to_owned(),
+        "/v1/sales/old/orders".to_owned(),
+    ]
+    .into_iter()
+    .chain(orders.iter().map(|o| format!("/v1/orders/{o}")))
+    .collect();
+    let mut before = Vec::new();
+    for path in &paths {
+        before.push(rig.admin.get(path).await.unwrap());
+    }
+    assert!(
+        engine.sale("old").await.is_ok(),
+        "archived too early to compare"
+    );
+    // …then the sale leaves Redis at its time, and SQL answers the same.
+    let archived = Instant::now() + Duration::from_secs(15);
+    while engine.sale("old").await.is_ok() {
+        assert!(Instant::now() < archived, "never archived");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for (path, was) in paths.iter().zip(&before) {
+        assert_eq!(&rig.admin.get(path).await.unwrap(), was, "{path}");
+    }
+    let (_, listed) = rig.admin.get("/v1/sales?status=ended").await.unwrap();
+    assert_eq!(listed["sales"][0], before[0].1, "{listed}");
+    // Settled for good: a repeat answers as before, anything else conflicts.
+    let (status, paid) = rig.http.post(&pay(&orders[0]), &json!({})).await.unwrap();
+    assert_eq!(
+        (status.as_u16(), paid["state"].as_str()),
+        (200, Some("paid"))
+    );
+    expect(
+        rig.http
+            .post(&cancel(&orders[0]), &json!({}))
+            .await
+            .unwrap(),
+        409,
+        "order_paid",
+    );
+    expect(
+        rig.http.post(&pay(&orders[2]), &json!({})).await.unwrap(),
+        409,
+        "order_expired",
+    );
+    expect(
+        buy(&rig, "old", json!({ "user_id": "late" })).await,
+        404,
+        "sale_not_found",
+    );
+    let store = seckill_orders::Store::open(&rig._dir.path().join("o.db").to_string_lossy())
+        .await
+        .unwrap();
+    let report = seckill_orders::audit(&engine, &store, "old").await.unwrap();
+    assert!(report.clean && report.archived, "{report:#?}");
     rig.running.stop().await;
 }
 

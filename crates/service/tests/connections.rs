@@ -24,6 +24,7 @@ async fn serve(redis: &RedisServer, dir: &tempfile::TempDir, limits: Limits) -> 
         burst_per_user: 1.0,
         background: false,
         limits,
+        archive_after: std::time::Duration::from_secs(3600),
     })
     .await
     .unwrap()

@@ -24,6 +24,7 @@ async fn serve(redis_url: &str, db: &str) -> (seckill_service::Running, Http, Ht
         burst_per_user: 1.0,
         background: true,
         limits: Default::default(),
+        archive_after: std::time::Duration::from_secs(3600),
     })
     .await
     .unwrap();

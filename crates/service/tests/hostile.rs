@@ -37,6 +37,7 @@ fn rig() -> &'static Rig {
                 burst_per_user: 1.0,
                 background: false,
                 limits: Default::default(),
+                archive_after: std::time::Duration::from_secs(3600),
             }))
             .unwrap();
         let base = format!("http://{}", running.addr);

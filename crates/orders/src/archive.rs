@@ -1,0 +1,144 @@
+//! Finished sales leave Redis: once a sale has ended and every order of it
+//! is settled (paid, cancelled or expired) and in SQL, its keys are removed
+//! and SQL answers for it from then on. Redis holds only what can still
+//! change, so its memory follows the live sales, not every sale ever run.
+
+use std::time::Duration;
+
+use seckill_engine::{Engine, OrderState, Status};
+use serde::Serialize;
+
+use crate::audit::audit;
+use crate::error::{Error, Result};
+use crate::store::Store;
+
+/// What archiving a sale did.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Archived {
+    /// The sale archived.
+    pub sale_id: String,
+    /// Its orders, all in SQL.
+    pub orders: usize,
+    /// Units paid for.
+    pub sold: u64,
+}
+
+/// Archives sale `id`: checks it ended, holds no order awaiting payment,
+/// has nothing left to persist and audits clean, records it in SQL as
+/// archived, then removes its Redis keys. Refused with
+/// [`Error::NotArchivable`] saying why otherwise; nothing changes then.
+///
+/// ```no_run
+/// # async fn run(engine: seckill_engine::Engine, store: seckill_orders::Store) -> seckill_orders::Result<()> {
+/// let done = seckill_orders::archive(&engine, &store, "drop-1").await?;
+/// println!("{} orders of {} now answered from SQL", done.orders, done.sale_id);
+/// # Ok(()) }
+/// ```
+pub async fn archive(engine: &Engine, store: &Store, id: &str) -> Result<Archived> {
+    let refuse = |reason: String| Error::NotArchivable {
+        sale: id.to_owned(),
+        reason,
+    };
+    let sale = engine.sale(id).await?;
+    if sale.status != Status::Ended {
+        return Err(refuse(
+            "it has not ended; end it first (POST /v1/sales/{id}/end) or wait for its end time"
+                .to_owned(),
+        ));
+    }
+    let orders = engine.orders(id).await?;
+    let pending = orders
+        .iter()
+        .filter(|o| o.state == OrderState::PendingPayment)
+        .count();
+    if pending > 0 {
+        return Err(refuse(format!(
+            "{pending} of its orders still await payment; they are paid, cancelled or expire by their pay-by time"
+        )));
+    }
+    let report = audit(engine, store, id).await?;
+    if report.backlog > 0 {
+        return Err(refuse(format!(
+            "{} of its stream entries are not in SQL yet; a persister must drain them first",
+            report.backlog
+        )));
+    }
+    if !report.clean {
+        return Err(refuse(format!(
+            "its audit found {} problems; see `seckill audit --sale {id}`",
+            report.findings.len()
+        )));
+    }
+    let sold: u64 = orders
+        .iter()
+        .filter(|o| o.state == OrderState::Paid)
+        .map(|o| u64::from(o.quantity))
+        .sum();
+    store.upsert_sale(&sale).await?;
+    store
+        .mark_archived(id, sale.generation as i64, now_ms(), sold as i64)
+        .await?;
+    engine.delete_sale(id).await?;
+    tracing::info!(sale = id, orders = orders.len(), "archived");
+    Ok(Archived {
+        sale_id: id.to_owned(),
+        orders: orders.len(),
+        sold,
+    })
+}
+
+/// Archives every sale that ended at least `after` ago and can be; answers
+/// the ids archived. A sale that cannot be yet is left for a later pass.
+pub async fn archive_due(engine: &Engine, store: &Store, after: Duration) -> Result<Vec<String>> {
+    let mut archived = Vec::new();
+    let now = now_ms();
+    for id in engine.sale_ids().await? {
+        let sale = match engine.sale(&id).await {
+            Ok(sale) => sale,
+            Err(seckill_engine::Error::SaleNotFound(_)) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        let due = sale
+            .ends_at_ms
+            .is_some_and(|end| end.saturating_add(after.as_millis() as u64) <= now as u64);
+        if !due {
+            continue;
+        }
+        match archive(engine, store, &id).await {
+            Ok(_) => archived.push(id),
+            Err(Error::NotArchivable { reason, .. }) => {
+                tracing::debug!(sale = id, reason, "not archived yet");
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(archived)
+}
+
+/// Runs [`archive_due`] every `interval` until `shutdown` resolves. Errors
+/// are logged and the next pass tries again.
+pub async fn archive_forever(
+    engine: Engine,
+    store: Store,
+    after: Duration,
+    interval: Duration,
+    shutdown: impl Future<Output = ()>,
+) {
+    tokio::pin!(shutdown);
+    loop {
+        if let Err(e) = archive_due(&engine, &store, after).await {
+            tracing::warn!(error = %e, "archive pass failed");
+        }
+        tokio::select! {
+            () = &mut shutdown => return,
+            () = tokio::time::sleep(interval) => {}
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

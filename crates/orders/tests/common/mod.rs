@@ -1,0 +1,92 @@
+//! Helpers shared by the test binaries: throwaway databases on the local
+//! PostgreSQL and MySQL/MariaDB servers.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use seckill_orders::Store;
+
+/// A database server the tests may use: PostgreSQL or MySQL/MariaDB.
+#[derive(Clone, Copy)]
+pub enum Server {
+    Postgres,
+    Mysql,
+}
+
+impl Server {
+    /// The admin URL: `DATABASE_URL` / `MYSQL_URL` if set, else the local
+    /// server's test database.
+    fn base(self) -> String {
+        let (var, scheme, local) = match self {
+            Self::Postgres => (
+                "DATABASE_URL",
+                "postgres",
+                "postgres://postgres@127.0.0.1:5432/test",
+            ),
+            Self::Mysql => ("MYSQL_URL", "mysql", "mysql://root@127.0.0.1:3306/test"),
+        };
+        std::env::var(var)
+            .ok()
+            .filter(|u| u.starts_with(scheme))
+            .unwrap_or_else(|| local.to_owned())
+    }
+}
+
+/// A fresh database on `server` for one test, dropped with the guard;
+/// `None` (the test says it is skipped) when the server is not reachable.
+pub async fn server_database(server: Server) -> Option<(Store, ServerDatabase)> {
+    let base = server.base();
+    sqlx::any::install_default_drivers();
+    let skipped = || {
+        let (name, var) = match server {
+            Server::Postgres => ("PostgreSQL", "DATABASE_URL"),
+            Server::Mysql => ("MySQL/MariaDB", "MYSQL_URL"),
+        };
+        eprintln!("skipped: {name} not reachable (set {var})");
+    };
+    let Ok(Ok(admin)) =
+        tokio::time::timeout(Duration::from_secs(3), sqlx::AnyPool::connect(&base)).await
+    else {
+        skipped();
+        return None;
+    };
+    let name = format!("seckill_test_{:08x}", rand::random::<u32>());
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&admin)
+        .await
+        .ok()?;
+    let (prefix, _) = base.rsplit_once('/')?;
+    let store = Store::open(&format!("{prefix}/{name}")).await.ok()?;
+    let drop = match server {
+        Server::Postgres => format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
+        Server::Mysql => format!("DROP DATABASE IF EXISTS {name}"),
+    };
+    admin.close().await;
+    Some((store, ServerDatabase { base, drop }))
+}
+
+pub struct ServerDatabase {
+    base: String,
+    drop: String,
+}
+
+/// Drops the database on a thread and runtime of its own: the test's
+/// runtime is shutting down when this runs, and would never run a task.
+impl Drop for ServerDatabase {
+    fn drop(&mut self) {
+        let (base, drop) = (self.base.clone(), self.drop.clone());
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                if let Ok(admin) = sqlx::AnyPool::connect(&base).await {
+                    let _ = sqlx::query(&drop).execute(&admin).await;
+                    admin.close().await;
+                }
+            });
+        });
+        let _ = dropped.join();
+    }
+}
