@@ -1,6 +1,7 @@
 //! Extractors whose every rejection is a documented 4xx in plain words.
 
-use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::path::ErrorKind;
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
@@ -37,6 +38,27 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Query<T> {
                 Err(ApiError::invalid(plain(&e.body_text())))
             }
             Err(other) => Err(ApiError::invalid(plain(&other.body_text()))),
+        }
+    }
+}
+
+/// Like `axum::extract::Path`, with rejections as [`Body`]'s (a path
+/// segment that is not UTF-8, say) instead of a plain-text answer.
+pub struct Path<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for Path<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(value)) => Ok(Self(value)),
+            Err(PathRejection::FailedToDeserializePathParams(e)) => match e.into_kind() {
+                ErrorKind::InvalidUtf8InPathParam { key } => Err(ApiError::invalid(format!(
+                    "{key}: only A-Z a-z 0-9 _ - are allowed"
+                ))),
+                kind => Err(ApiError::invalid(plain(&kind.to_string()))),
+            },
+            Err(_) => Err(ApiError::invalid("the path could not be read")),
         }
     }
 }
@@ -130,6 +152,17 @@ pub fn plain(text: &str) -> String {
             path.to_owned(),
             format!("expected {}, got {}", kind(expected), value(got)),
         )
+    } else if let Some(rest) = message.strip_prefix("unknown variant `") {
+        let (got, known) = rest.split_once('`').unwrap_or((rest, ""));
+        let known = known
+            .strip_prefix(", expected one of ")
+            .or_else(|| known.strip_prefix(", expected "))
+            .unwrap_or("")
+            .replace('`', "");
+        (
+            path.to_owned(),
+            format!("expected one of {known}, got {got}"),
+        )
     } else if message.contains("invalid digit") || message.contains("cannot parse integer") {
         (path.to_owned(), "expected a whole number".to_owned())
     } else if message.contains("number too large") || message.contains("too large to fit") {
@@ -139,6 +172,9 @@ pub fn plain(text: &str) -> String {
     };
     if path.is_empty() || path == "." {
         message
+    } else if path.starts_with('[') {
+        // Read as a struct from a list: the body is not an object.
+        "the body must be a JSON object".to_owned()
     } else {
         format!("{path}: {message}")
     }
@@ -236,7 +272,19 @@ mod tests {
                 "quantity: expected a whole number, 0 or more, got -1",
             ),
         ];
-        for (raw, want) in cases {
+        for (raw, want) in [
+            (
+                "Failed to deserialize query string: status: unknown variant `x`, expected one of `upcoming`, `ended`",
+                "status: expected one of upcoming, ended, got x",
+            ),
+            (
+                "Failed to deserialize the JSON body into the target type: [0]: invalid type: integer `1`, expected a string at line 1 column 2",
+                "the body must be a JSON object",
+            ),
+        ]
+        .into_iter()
+        .chain(cases)
+        {
             assert_eq!(plain(raw), want);
         }
         assert_eq!(

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use seckill_engine::{
@@ -15,7 +15,7 @@ use serde_json::json;
 use seckill_orders::StoredSale;
 
 use crate::error::ApiError;
-use crate::extract::Query;
+use crate::extract::{Path, Query};
 use crate::state::AppState;
 use crate::time::{self, Millis};
 

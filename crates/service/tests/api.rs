@@ -102,14 +102,28 @@ async fn sales_purchases_and_orders_answer_as_documented() {
     assert_eq!(rig.http.get("/readyz").await.unwrap().1["status"], "ready");
     let (status, doc) = rig.http.get("/openapi.json").await.unwrap();
     assert_eq!(status, StatusCode::OK);
-    for path in [
-        "/v1/sales",
-        "/v1/sales/{id}/purchase",
-        "/v1/orders/{order_id}/pay",
-        "/readyz",
+    for (method, path) in [
+        ("post", "/v1/sales"),
+        ("get", "/v1/sales"),
+        ("get", "/v1/sales/{id}"),
+        ("post", "/v1/sales/{id}/end"),
+        ("post", "/v1/sales/{id}/stock"),
+        ("post", "/v1/sales/{id}/purchase"),
+        ("get", "/v1/sales/{id}/orders"),
+        ("get", "/v1/orders/{order_id}"),
+        ("post", "/v1/orders/{order_id}/pay"),
+        ("post", "/v1/orders/{order_id}/cancel"),
+        ("get", "/healthz"),
+        ("get", "/readyz"),
+        ("get", "/metrics"),
     ] {
-        assert!(doc["paths"][path].is_object(), "{path} undocumented");
+        assert!(
+            doc["paths"][path][method].is_object(),
+            "{method} {path} undocumented"
+        );
     }
+    let purchase = doc["paths"]["/v1/sales/{id}/purchase"]["post"].to_string();
+    assert!(purchase.contains("Idempotency-Key"), "{purchase}");
 
     // Creating sales: admin only.
     let spec = json!({ "id": "s1", "name": "Drop", "stock": 3, "per_user_limit": 2 });
