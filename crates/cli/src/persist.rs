@@ -1,5 +1,6 @@
-//! `seckill persist`: the order persister and the expiry sweeper on their
-//! own, for deployments that scale them apart from the HTTP service.
+//! `seckill persist`: the order persister, the expiry sweeper and the
+//! archiver on their own, for deployments that scale them apart from the
+//! HTTP service.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -7,7 +8,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
 use seckill_engine::Engine;
-use seckill_orders::{Persister, PersisterConfig, Store, sweep_forever};
+use seckill_orders::{Persister, PersisterConfig, Store, archive_forever, sweep_forever};
 
 #[derive(ClapArgs)]
 pub struct Args {
@@ -17,12 +18,18 @@ pub struct Args {
     /// another persists it.
     #[arg(long, default_value_t = 5)]
     claim_idle_secs: u64,
-    /// Do not expire unpaid orders from this process.
+    /// Do not expire unpaid orders, nor archive finished sales, from this
+    /// process.
     #[arg(long)]
     no_sweeper: bool,
+    /// Seconds after a sale's end when it is archived (removed from Redis;
+    /// SQL answers for it), once every order is settled and persisted.
+    #[arg(long, default_value_t = 3600.0)]
+    archive_after: f64,
 }
 
 pub async fn run(args: Args) -> Result<ExitCode> {
+    let archive_after = crate::target::archive_after(args.archive_after)?;
     let store = Store::open(&args.stores.database_url)
         .await
         .with_context(|| format!("opening {}", args.stores.database_url))?;
@@ -30,25 +37,30 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         claim_idle: Duration::from_secs(args.claim_idle_secs),
         ..PersisterConfig::default()
     };
-    let persister = Persister::new(&args.stores.redis_url, store, config)
+    let persister = Persister::new(&args.stores.redis_url, store.clone(), config)
         .await
         .with_context(|| format!("connecting to {}", args.stores.redis_url))?;
     eprintln!(
         "persisting orders from {} into {}",
         args.stores.redis_url, args.stores.database_url
     );
-    let sweeper = if args.no_sweeper {
-        None
-    } else {
+    let mut sweepers = Vec::new();
+    if !args.no_sweeper {
         let engine = Engine::connect(&args.stores.redis_url).await?;
-        Some(tokio::spawn(sweep_forever(
-            engine,
+        sweepers.push(tokio::spawn(sweep_forever(
+            engine.clone(),
             Duration::from_millis(200),
             crate::signals::shutdown(),
-        )))
-    };
+        )));
+        sweepers.push(tokio::spawn(archive_forever(
+            engine,
+            store,
+            archive_after,
+            crate::signals::shutdown(),
+        )));
+    }
     persister.run(crate::signals::shutdown()).await;
-    if let Some(sweeper) = sweeper {
+    for sweeper in sweepers {
         sweeper.await?;
     }
     Ok(ExitCode::SUCCESS)

@@ -69,14 +69,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
             header_timeout: seconds("--header-timeout", args.header_timeout)?,
             idle_timeout: seconds("--idle-timeout", args.idle_timeout)?,
         },
-        archive_after: {
-            let secs = args.archive_after;
-            anyhow::ensure!(
-                secs.is_finite() && (0.0..=30.0 * 86_400.0).contains(&secs),
-                "--archive-after must be a number of seconds from 0 to 2592000 (30 days)"
-            );
-            std::time::Duration::from_secs_f64(secs)
-        },
+        archive_after: crate::target::archive_after(args.archive_after)?,
     };
     let running = seckill_service::start(config)
         .await

@@ -54,3 +54,12 @@ pub struct Stores {
     #[arg(long, env = "SECKILL_DATABASE_URL", default_value = "seckill.db")]
     pub database_url: String,
 }
+
+/// `--archive-after`: seconds after a sale's end, from 0 to 30 days.
+pub fn archive_after(secs: f64) -> anyhow::Result<std::time::Duration> {
+    anyhow::ensure!(
+        secs.is_finite() && (0.0..=30.0 * 86_400.0).contains(&secs),
+        "--archive-after must be a number of seconds from 0 to 2592000 (30 days)"
+    );
+    Ok(std::time::Duration::from_secs_f64(secs))
+}

@@ -211,3 +211,42 @@ async fn archive_refuses_a_live_sale_then_moves_a_finished_one_to_sql() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(archive("bad id").status.code(), Some(2));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn persist_archives_a_finished_sale_when_due() {
+    let server = RedisServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("orders.db");
+    let (url, db) = (server.url(), db.to_str().unwrap().to_owned());
+    let engine = Engine::connect(&url).await.unwrap();
+    engine.create_sale(&SaleSpec::new("due", 5)).await.unwrap();
+    let buy = engine.purchaser(Strategy::Atomic, "due").await.unwrap();
+    let order = match buy.purchase(&PurchaseRequest::new("u")).await.unwrap() {
+        seckill_engine::Outcome::Ok(order) => order.order_id,
+        other => panic!("{other:?}"),
+    };
+    engine.pay(&order).await.unwrap();
+    engine.end_sale("due").await.unwrap();
+    let persist = spawn(&[
+        "persist",
+        "--redis-url",
+        &url,
+        "--database-url",
+        &db,
+        "--archive-after",
+        "0",
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while engine.sale("due").await.is_ok() {
+        assert!(Instant::now() < deadline, "never archived");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    terminate(persist);
+    let store = seckill_orders::Store::open(&db).await.unwrap();
+    let stored = store.sale("due").await.unwrap().unwrap();
+    assert_eq!(stored.archived_sold, Some(1));
+    common::assert_refused(&[
+        &["persist", "--archive-after", "-1"],
+        &["serve", "--admin-token", "t", "--archive-after", "1e9"],
+    ]);
+}

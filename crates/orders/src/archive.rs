@@ -115,15 +115,17 @@ pub async fn archive_due(engine: &Engine, store: &Store, after: Duration) -> Res
     Ok(archived)
 }
 
-/// Runs [`archive_due`] every `interval` until `shutdown` resolves. Errors
-/// are logged and the next pass tries again.
+/// Runs [`archive_due`] until `shutdown` resolves, every `after` but at
+/// least every 10 s (each pass reads every sale's settings once, and a sale
+/// should leave soon after it is due). Errors are logged and the next pass
+/// tries again.
 pub async fn archive_forever(
     engine: Engine,
     store: Store,
     after: Duration,
-    interval: Duration,
     shutdown: impl Future<Output = ()>,
 ) {
+    let interval = after.clamp(Duration::from_millis(100), Duration::from_secs(10));
     tokio::pin!(shutdown);
     loop {
         if let Err(e) = archive_due(&engine, &store, after).await {

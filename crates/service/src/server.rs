@@ -144,11 +144,6 @@ pub async fn start(config: Config) -> Result<Running, crate::Error> {
             engine,
             state.store.clone(),
             config.archive_after,
-            // Often enough that a sale leaves soon after it is due; each
-            // pass reads every sale's settings once.
-            config
-                .archive_after
-                .clamp(Duration::from_millis(100), Duration::from_secs(10)),
             until_stopped(),
         )));
     }
