@@ -26,7 +26,8 @@ cost() {
   local pid=$!
   for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.2; done
   local r="redis-cli -p $port"
-  $r HSET 'seckill:{sale:b}:sale' gen 123 left 1000000000 >/dev/null
+  # As create_sale.lua leaves a sale with no end: the scripts read it.
+  $r HSET 'seckill:{sale:b}:sale' gen 123 left 1000000000 end 0 >/dev/null
   $r SET 'seckill:{sale:b}:stock' 1000000000 >/dev/null
   if [ "$setup" != - ]; then
     # shellcheck disable=SC2086 # the fields are words on purpose
@@ -67,7 +68,7 @@ cost purchase_limit_1 "$LUA/purchase.lua" "$N" 1 - "${KEYS[@]}" 123 u__rand_int_
 cost refusal_sold_out "$LUA/purchase.lua" "$N" 0 "left 0" "${KEYS[@]}" 123 u__rand_int__ 1 r__rand_int__
 cost refusal_over_limit "$LUA/purchase.lua" "$N" 0 "u:buyer 1" "${KEYS[@]}" 123 buyer 1 r__rand_int__ 1
 cost repeated_request_id "$LUA/purchase.lua" "$N" 0 "r:first 1-0-0|1" "${KEYS[@]}" 123 u__rand_int__ 1 first
-batch=("${KEYS[@]}" 123 0 0 0)
+batch=("${KEYS[@]}" 123 0 0)
 for _ in $(seq 64); do batch+=(u__rand_int__ 1 r__rand_int__); done
 per_batch=$(cost batch_64 "$LUA/purchase_batch.lua" $((N / 20)) 1 - "${batch[@]}" | awk '{print $2}')
 echo "batch_64_per_purchase $((per_batch / 64))"

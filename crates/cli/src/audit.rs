@@ -3,10 +3,9 @@
 
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args as ClapArgs;
-use seckill_engine::Engine;
-use seckill_orders::{Report, Store, audit, repair_from_sql};
+use seckill_orders::{Report, audit, repair_from_sql};
 
 #[derive(ClapArgs)]
 pub struct Args {
@@ -26,12 +25,7 @@ pub struct Args {
 
 pub async fn run(args: Args) -> Result<ExitCode> {
     seckill_engine::check_id("sale id", &args.sale)?;
-    let store = Store::open(&args.stores.database_url)
-        .await
-        .with_context(|| format!("opening {}", args.stores.database_url))?;
-    let engine = Engine::connect(&args.stores.redis_url)
-        .await
-        .with_context(|| format!("connecting to {}", args.stores.redis_url))?;
+    let (engine, store) = args.stores.open().await?;
     if args.repair_from_sql {
         repair_from_sql(&engine, &store, &args.sale).await?;
         eprintln!("rebuilt sale {} in Redis from SQL", args.sale);

@@ -55,6 +55,20 @@ pub struct Stores {
     pub database_url: String,
 }
 
+impl Stores {
+    /// Opens the order database (migrating it) and connects to Redis,
+    /// naming whichever failed.
+    pub async fn open(&self) -> Result<(seckill_engine::Engine, seckill_orders::Store)> {
+        let store = seckill_orders::Store::open(&self.database_url)
+            .await
+            .with_context(|| format!("opening {}", self.database_url))?;
+        let engine = seckill_engine::Engine::connect(&self.redis_url)
+            .await
+            .with_context(|| format!("connecting to {}", self.redis_url))?;
+        Ok((engine, store))
+    }
+}
+
 /// `--archive-after`: seconds after a sale's end, from 0 to 30 days.
 pub fn archive_after(secs: f64) -> anyhow::Result<std::time::Duration> {
     anyhow::ensure!(

@@ -25,17 +25,28 @@ fn terminate(mut child: Child) {
     assert!(status.success(), "persist exited with {status}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn persist_then_audit_is_clean_and_a_planted_mismatch_exits_1() {
+/// A private redis-server with sale `sale` of `stock` units, and a SQLite
+/// path in a temporary folder: both gone when the first value is dropped.
+/// Answers it, the Redis URL, the database path and an engine.
+async fn stores(
+    sale: &str,
+    stock: u64,
+) -> ((RedisServer, tempfile::TempDir), String, String, Engine) {
     let server = RedisServer::start().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("orders.db");
-    let (url, db) = (server.url(), db.to_str().unwrap().to_owned());
+    let db = dir.path().join("orders.db").to_str().unwrap().to_owned();
+    let url = server.url();
     let engine = Engine::connect(&url).await.unwrap();
     engine
-        .create_sale(&SaleSpec::new("cli", 100))
+        .create_sale(&SaleSpec::new(sale, stock))
         .await
         .unwrap();
+    ((server, dir), url, db, engine)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn persist_then_audit_is_clean_and_a_planted_mismatch_exits_1() {
+    let (_stores, url, db, engine) = stores("cli", 100).await;
     let buy = engine.purchaser(Strategy::Atomic, "cli").await.unwrap();
     for u in 0..40 {
         buy.purchase(&PurchaseRequest::new(&format!("u{u}")))
@@ -115,12 +126,7 @@ async fn persist_then_audit_is_clean_and_a_planted_mismatch_exits_1() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn archive_refuses_a_live_sale_then_moves_a_finished_one_to_sql() {
-    let server = RedisServer::start().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("orders.db");
-    let (url, db) = (server.url(), db.to_str().unwrap().to_owned());
-    let engine = Engine::connect(&url).await.unwrap();
-    engine.create_sale(&SaleSpec::new("arc", 10)).await.unwrap();
+    let (_stores, url, db, engine) = stores("arc", 10).await;
     let buy = engine.purchaser(Strategy::Atomic, "arc").await.unwrap();
     let mut orders = Vec::new();
     for u in 0..4 {
@@ -214,12 +220,7 @@ async fn archive_refuses_a_live_sale_then_moves_a_finished_one_to_sql() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn persist_archives_a_finished_sale_when_due() {
-    let server = RedisServer::start().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("orders.db");
-    let (url, db) = (server.url(), db.to_str().unwrap().to_owned());
-    let engine = Engine::connect(&url).await.unwrap();
-    engine.create_sale(&SaleSpec::new("due", 5)).await.unwrap();
+    let (_stores, url, db, engine) = stores("due", 5).await;
     let buy = engine.purchaser(Strategy::Atomic, "due").await.unwrap();
     let order = match buy.purchase(&PurchaseRequest::new("u")).await.unwrap() {
         seckill_engine::Outcome::Ok(order) => order.order_id,

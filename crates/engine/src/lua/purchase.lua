@@ -13,28 +13,30 @@
 -- Checks, in purchase_batch.lua's order: generation, request id, window,
 -- limit, stock.
 -- Cost: 3 redis.calls for a purchase (HMGET, XADD, HSET), 4 for a sale
--- with a window (TIME); 1 for a refusal, 2 past the request id check of a
--- sale with a window. Measured in instructions per call
+-- with a start or an end (TIME); 1 for a refusal, 2 past the request id
+-- check of a sale with a start or an end. Measured in instructions per call
 -- with callgrind, which machine load does not move (`scripts/lua-cost.sh`,
 -- Redis 7.0.15, every call a new buyer and request id):
---   this script, no limit ~60,000; limit 1 ~70,000; a refusal ~36,000
---   (sold out, a repeated request id) to ~41,000 (over the limit); the layout before it
+--   this script, no limit ~63,000; limit 1 ~72,000; a refusal ~38,000
+--   (sold out, a repeated request id) to ~44,000 (over the limit); the layout before it
 --   (8 keys, 11-12 calls, commit 1ead010) ~192,000; EVALSHA of `return 1`
 --   with the same arguments ~19,000, the floor of any script here.
+--   Reading the end from the hash costs ~2,700-3,300 of that per call (it
+--   was an argument, and only for sales with a window): the price of an
+--   early end reaching purchasers made before it.
 -- What the choices are worth, measured the same way while building it:
 -- - each redis.call costs ~3,900 beyond its command, so what a purchase
 --   reads is in one hash read by one HMGET, and what it writes goes back in
 --   one HSET;
 -- - no sequence counter and no per-order state at purchase: the order id
 --   is the stream entry id, and a pending order is its purchase entry;
--- - limit and window come as arguments, and only for sales that have them
+-- - limit and start come as arguments, and only for sales that have them
 --   (they never change within a generation, which is checked); each
---   argument costs ~800, and a limit without a window sends one, not three
---   (a refusal over the limit: ~44,300 with three);
+--   argument costs ~800, and a limit without a start sends one, not two;
 -- - a buyer's count is kept only when the sale has a limit: with the
 --   previous point, -14,000 for a sale without rules;
--- - TIME only for a sale with a window: the pay-by time is the entry id's
---   time plus the payment timeout;
+-- - TIME only for a sale with a start or an end: the pay-by time is the
+--   entry id's time plus the payment timeout;
 -- - tonumber (~1,300) and string concatenation (~1,500) only where needed;
 -- - EVALSHA, not FCALL: a Redis Function saved ~3,400 but would have to be
 --   loaded on every server and node.

@@ -11,8 +11,8 @@
 --
 -- Cost: 3 redis.calls per batch whatever its size (one HMGET of every field
 -- the batch needs, one XADD carrying every order, one HSET), 4 with a
--- window. What remains per purchase is its hash fields and one stream pair:
--- a batch of 64 purchases with request ids costs ~25,000 instructions a
+-- start or an end. What remains per purchase is its hash fields and one stream pair:
+-- a batch of 64 purchases with request ids costs ~26,000 instructions a
 -- purchase (`scripts/lua-cost.sh`), of which its three arguments are
 -- ~3,700, its XADD pair ~2,000 and its HSET fields ~2,000; its HMGET field
 -- and the Lua strings around it are the rest.
