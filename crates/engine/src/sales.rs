@@ -128,6 +128,7 @@ impl Engine {
             .arg(sale.generation)
             .arg(op)
             .arg(units)
+            .arg(MAX_STOCK)
             .invoke_async(&mut self.conn.clone())
             .await?;
         match redis::from_redis_value::<String>(answer.clone())
@@ -138,6 +139,10 @@ impl Engine {
             Some("below_sold") => Err(Error::Invalid {
                 field: op,
                 reason: format!("the stock would be below the {} units sold", sale.sold),
+            }),
+            Some("too_large") => Err(Error::Invalid {
+                field: op,
+                reason: format!("the stock would be above {MAX_STOCK}"),
             }),
             Some("unsupported") => Err(Error::Invalid {
                 field: op,

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 use seckill_engine::{
-    Engine, Error, Inventory, OrderState, Outcome, PurchaseRequest, SaleSpec, Status, StockChange,
-    Strategy,
+    Engine, Error, Inventory, MAX_STOCK, OrderState, Outcome, PurchaseRequest, SaleSpec, Status,
+    StockChange, Strategy,
 };
 use seckill_testkit::RedisServer;
 
@@ -408,6 +408,20 @@ async fn ending_early_and_changing_stock_reach_purchasers_made_before() {
             );
         }
     }
+    // Never above the most a sale may hold, however it is reached.
+    engine.create_sale(&SaleSpec::new("big", 1)).await.unwrap();
+    engine
+        .change_stock("big", StockChange::Add(MAX_STOCK - 1))
+        .await
+        .unwrap();
+    let above = engine.change_stock("big", StockChange::Add(1)).await;
+    assert!(matches!(above, Err(Error::Invalid { .. })), "{above:?}");
+    // An upcoming sale ended: ended, with a window a sale may have.
+    let later = SaleSpec::new("later", 1).window(Some(now_ms() + 60_000), None);
+    engine.create_sale(&later).await.unwrap();
+    let ended = engine.end_sale("later").await.unwrap();
+    assert_eq!(ended.status, Status::Ended);
+    assert!(ended.starts_at_ms < ended.ends_at_ms, "{ended:?}");
     let missing = engine.end_sale("nosuch").await;
     assert!(
         matches!(missing, Err(Error::SaleNotFound(_))),

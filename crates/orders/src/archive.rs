@@ -40,7 +40,14 @@ pub async fn archive(engine: &Engine, store: &Store, id: &str) -> Result<Archive
         reason,
     };
     let sale = engine.sale(id).await?;
-    if sale.status != Status::Ended {
+    // Ended by the clock the purchase scripts use, Redis's: by this
+    // machine's, a purchase could still land between the checks below and
+    // the removal.
+    let now: (u64, u64) = redis::cmd("TIME")
+        .query_async(&mut engine.connection())
+        .await?;
+    let now_ms = now.0 * 1000 + now.1 / 1000;
+    if sale.status_at(now_ms) != Status::Ended {
         return Err(refuse(
             "it has not ended; end it first (POST /v1/sales/{id}/end) or wait for its end time"
                 .to_owned(),
@@ -75,9 +82,14 @@ pub async fn archive(engine: &Engine, store: &Store, id: &str) -> Result<Archive
         .map(|o| u64::from(o.quantity))
         .sum();
     store.upsert_sale(&sale).await?;
-    store
-        .mark_archived(id, sale.generation as i64, now_ms(), sold as i64)
+    let marked = store
+        .mark_archived(id, sale.generation as i64, now_ms as i64, sold as i64)
         .await?;
+    if !marked {
+        return Err(refuse(
+            "SQL holds another generation of this id; nothing was removed".to_owned(),
+        ));
+    }
     engine.delete_sale(id).await?;
     tracing::info!(sale = id, orders = orders.len(), "archived");
     Ok(Archived {
@@ -91,7 +103,9 @@ pub async fn archive(engine: &Engine, store: &Store, id: &str) -> Result<Archive
 /// the ids archived. A sale that cannot be yet is left for a later pass.
 pub async fn archive_due(engine: &Engine, store: &Store, after: Duration) -> Result<Vec<String>> {
     let mut archived = Vec::new();
-    let now = now_ms();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
     for id in engine.sale_ids().await? {
         let sale = match engine.sale(&id).await {
             Ok(sale) => sale,
@@ -100,7 +114,7 @@ pub async fn archive_due(engine: &Engine, store: &Store, after: Duration) -> Res
         };
         let due = sale
             .ends_at_ms
-            .is_some_and(|end| end.saturating_add(after.as_millis() as u64) <= now as u64);
+            .is_some_and(|end| end.saturating_add(after.as_millis() as u64) <= now);
         if !due {
             continue;
         }
@@ -136,11 +150,4 @@ pub async fn archive_forever(
             () = tokio::time::sleep(interval) => {}
         }
     }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }

@@ -374,11 +374,28 @@ impl Store {
 
     /// Records a sale (or its new generation, if the id was reused).
     pub async fn upsert_sale(&self, sale: &Sale) -> Result<()> {
-        // A sale recorded again is live in Redis: not archived (any more).
+        // A new generation of an id is live in Redis: not archived. The
+        // same generation stays as it was: an admin change or a persister
+        // recording it may race the archive of that very generation.
+        let keep = |column: &str| match self.dialect {
+            Dialect::Mysql => {
+                format!("{column} = IF(generation = VALUES(generation), {column}, NULL)")
+            }
+            _ => format!(
+                "{column} = CASE WHEN sales.generation = excluded.generation \
+                 THEN sales.{column} END"
+            ),
+        };
+        let generation = match self.dialect {
+            Dialect::Mysql => "generation = VALUES(generation)",
+            _ => "generation = excluded.generation",
+        };
+        // MySQL assigns in order: the archived columns read the old
+        // generation before it is replaced.
         let sql = format!(
             "INSERT INTO sales (id, name, stock, per_user_limit, starts_at_ms, ends_at_ms, \
              payment_timeout_secs, generation, archived_ms, archived_sold) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, NULL, NULL){}",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, NULL, NULL){}, {}, {}, {generation}",
             self.dialect.update(
                 "id",
                 &[
@@ -388,11 +405,10 @@ impl Store {
                     "starts_at_ms",
                     "ends_at_ms",
                     "payment_timeout_secs",
-                    "generation",
-                    "archived_ms",
-                    "archived_sold",
                 ],
-            )
+            ),
+            keep("archived_ms"),
+            keep("archived_sold"),
         );
         sqlx::query(&self.dialect.params(&sql))
             .bind(&sale.id)
@@ -446,6 +462,28 @@ impl Store {
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected() == 1)
+    }
+
+    /// The order request id `request_id` bought in generation `generation`
+    /// of sale `sale_id`; `None` if none did. A scan of the sale's orders:
+    /// for archived sales, whose retries are rare.
+    pub async fn order_by_request(
+        &self,
+        sale_id: &str,
+        generation: i64,
+        request_id: &str,
+    ) -> Result<Option<StoredOrder>> {
+        let (low, high) = OrderId::bounds(sale_id, u64::try_from(generation).ok());
+        Ok(sqlx::query_as(&self.dialect.params(&format!(
+            "{SELECT_ORDER} WHERE order_id > $1 AND order_id < $2 AND sale_id = $3 \
+             AND request_id = $4 LIMIT 1"
+        )))
+        .bind(low)
+        .bind(high)
+        .bind(sale_id)
+        .bind(request_id)
+        .fetch_optional(&self.pool)
+        .await?)
     }
 
     /// One order by id; `None` if SQL has none.

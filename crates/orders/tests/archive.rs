@@ -195,6 +195,7 @@ async fn archives_when_due(store: Store) {
         .await
         .unwrap();
     persister.round().await.unwrap();
+    let live = engine.sale("s").await.unwrap();
     // Due only an hour after its end; then at once.
     assert!(
         archive_due(&engine, &store, Duration::from_secs(3_600))
@@ -207,6 +208,10 @@ async fn archives_when_due(store: Store) {
         ["s"]
     );
     assert!(engine.sale("s").await.is_err());
+    // Recording the same generation again (an admin change or a persister
+    // racing the archive) leaves it archived.
+    store.upsert_sale(&live).await.unwrap();
+    assert_eq!(store.archived_sales().await.unwrap().len(), 1);
     let retry = engine.purchaser(Strategy::Atomic, "s").await;
     assert!(retry.is_err(), "an archived sale sells nothing");
     // The id may be used again: a new generation lives in Redis.

@@ -8,19 +8,32 @@ use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
+use crate::listener::Limits;
 
 /// Like `axum::Json`, but malformed JSON, wrong types, unknown fields and a
 /// missing content type answer `400 invalid_request` naming the field and
-/// what it takes, and an oversized body `413 payload_too_large`.
+/// what it takes, an oversized body `413 payload_too_large`, and a body not
+/// all there within the header timeout `408 request_timeout`.
 pub struct Body<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        match axum::Json::<T>::from_request(req, state).await {
-            Ok(axum::Json(value)) => Ok(Self(value)),
-            Err(rejection) => Err(reject(rejection)),
+        // A body that trickles in would hold its connection (and a place
+        // under the cap) for as long as the client likes.
+        let deadline = req
+            .extensions()
+            .get::<Limits>()
+            .map_or(Limits::default().header_timeout, |l| l.header_timeout);
+        match tokio::time::timeout(deadline, axum::Json::<T>::from_request(req, state)).await {
+            Ok(Ok(axum::Json(value))) => Ok(Self(value)),
+            Ok(Err(rejection)) => Err(reject(rejection)),
+            Err(_) => Err(ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "request_timeout",
+                format!("the request body did not arrive within {deadline:?}"),
+            )),
         }
     }
 }

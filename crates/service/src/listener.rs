@@ -1,5 +1,6 @@
 //! Accepting connections: a cap on how many are open, a deadline for a
-//! request's header once its first byte arrived, an idle deadline between
+//! request's header once its first byte arrived (and, kept by the body
+//! extractor, for its body once the header has), an idle deadline between
 //! requests, and a graceful stop.
 //!
 //! hyper's own header timeout starts whenever a connection waits for a
@@ -19,7 +20,7 @@ use axum::Router;
 use axum::body::Body;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
 use tower::ServiceExt;
@@ -30,7 +31,9 @@ pub struct Limits {
     /// Most connections open at once; past it, new ones get a short 503
     /// and are closed.
     pub max_connections: usize,
-    /// From a request's first byte to its last header byte.
+    /// From a request's first byte to its last header byte, and again for
+    /// its body; before a connection's first request, how long it may stay
+    /// silent.
     pub header_timeout: Duration,
     /// Between requests on a kept-alive connection.
     pub idle_timeout: Duration,
@@ -55,6 +58,9 @@ pub async fn serve(
     mut stopped: watch::Receiver<bool>,
 ) {
     let open = Arc::new(Semaphore::new(limits.max_connections));
+    // Refusals in progress, each a few hundred ms at most; past this many a
+    // refused connection is simply closed.
+    let refusing = Arc::new(Semaphore::new(256));
     let mut connections = tokio::task::JoinSet::new();
     loop {
         let (tcp, _) = tokio::select! {
@@ -71,7 +77,12 @@ pub async fn serve(
         };
         let Ok(permit) = open.clone().try_acquire_owned() else {
             metrics::counter!("seckill_connections_refused_total").increment(1);
-            refuse(tcp);
+            if let Ok(slot) = refusing.clone().try_acquire_owned() {
+                tokio::spawn(async move {
+                    refuse(tcp).await;
+                    drop(slot);
+                });
+            }
             continue;
         };
         let _ = tcp.set_nodelay(true);
@@ -83,6 +94,9 @@ pub async fn serve(
         // Reap finished connections so the set does not grow.
         while connections.try_join_next().is_some() {}
     }
+    // Stop accepting at once: clients knocking now are refused by the
+    // kernel instead of waiting for the open connections to finish.
+    drop(listener);
     while connections.join_next().await.is_some() {}
 }
 
@@ -92,8 +106,11 @@ async fn until(stopped: &mut watch::Receiver<bool>) {
     let _ = stopped.wait_for(|s| *s).await;
 }
 
-/// Past the cap: a fixed 503 if the socket takes it at once, then close.
-fn refuse(tcp: TcpStream) {
+/// Past the cap: a fixed 503, then close. The client's request is read
+/// and dropped for a moment first: closing a socket with unread data sends
+/// a reset, which would discard the 503 on its way.
+async fn refuse(mut tcp: TcpStream) {
+    use tokio::io::AsyncWriteExt;
     const BODY: &str =
         r#"{"code":"unavailable","message":"too many open connections; retry shortly"}"#;
     let answer = format!(
@@ -101,14 +118,25 @@ fn refuse(tcp: TcpStream) {
          content-length: {}\r\nconnection: close\r\n\r\n{BODY}",
         BODY.len()
     );
-    let _ = tcp.try_write(answer.as_bytes());
+    let _ = tokio::time::timeout(Duration::from_millis(300), async {
+        tcp.write_all(answer.as_bytes()).await?;
+        tcp.shutdown().await?;
+        let mut sink = [0u8; 1024];
+        while tcp.read(&mut sink).await? > 0 {}
+        io::Result::Ok(())
+    })
+    .await;
 }
 
 /// What a connection's watchdog looks at.
 #[derive(Default)]
 struct Activity {
-    /// ms since `start` of the last byte read or request finished.
+    /// ms since `start` of the last byte read or written or request
+    /// finished.
     last: AtomicU64,
+    /// Requests the connection has carried; before the first, a silent
+    /// connection is held to the header deadline, not the idle one.
+    requests: AtomicU64,
     /// ms since `start` (plus one) of the first byte of a request whose
     /// header is not complete yet; 0 when none is under way.
     head_since: AtomicU64,
@@ -133,9 +161,12 @@ async fn connection(
         now: Box::new(now),
     };
     let tracker = activity.clone();
-    let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+    let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
         let (app, tracker) = (app.clone(), tracker.clone());
+        // The body extractor holds the body to the same deadline.
+        req.extensions_mut().insert(limits);
         tracker.head_since.store(0, Ordering::Relaxed);
+        tracker.requests.fetch_add(1, Ordering::Relaxed);
         tracker.in_flight.fetch_add(1, Ordering::Relaxed);
         async move {
             let answer = app.oneshot(req.map(Body::new)).await;
@@ -169,8 +200,13 @@ async fn connection(
                 let at = now();
                 let head = activity.head_since.load(Ordering::Relaxed);
                 let late_head = head > 0 && at + 1 - head > limits.header_timeout.as_millis() as u64;
+                let idle_limit = if activity.requests.load(Ordering::Relaxed) == 0 {
+                    limits.header_timeout
+                } else {
+                    limits.idle_timeout
+                };
                 let idle = head == 0
-                    && at - activity.last.load(Ordering::Relaxed) > limits.idle_timeout.as_millis() as u64;
+                    && at - activity.last.load(Ordering::Relaxed) > idle_limit.as_millis() as u64;
                 if late_head || idle || activity.done.load(Ordering::Relaxed) {
                     metrics::counter!("seckill_connections_timed_out_total",
                         "why" => if late_head { "header" } else { "idle" }).increment(1);
@@ -217,13 +253,27 @@ impl AsyncRead for Watched {
     }
 }
 
+impl Watched {
+    /// An answer going out to a slow reader is activity too: the idle
+    /// deadline counts from the last byte either way.
+    fn wrote(&self, polled: &Poll<io::Result<usize>>) {
+        if let Poll::Ready(Ok(n)) = polled
+            && *n > 0
+        {
+            self.activity.last.store((self.now)(), Ordering::Relaxed);
+        }
+    }
+}
+
 impl AsyncWrite for Watched {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
+        let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.wrote(&polled);
+        polled
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -239,7 +289,9 @@ impl AsyncWrite for Watched {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+        let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.wrote(&polled);
+        polled
     }
 
     fn is_write_vectored(&self) -> bool {

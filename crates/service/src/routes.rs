@@ -188,8 +188,11 @@ pub async fn list_sales(
             Ok(sale) => SaleBody::from(sale),
             Err(seckill_engine::Error::SaleNotFound(_)) => match archived.remove(id) {
                 Some(stored) => SaleBody::archived(stored),
-                // Deleted since it was listed.
-                None => continue,
+                // Archived since SQL was read, or deleted.
+                None => match state.store.sale(id).await? {
+                    Some(stored) if stored.archived_ms.is_some() => SaleBody::archived(stored),
+                    _ => continue,
+                },
             },
             Err(e) => return Err(e.into()),
         };
@@ -210,7 +213,14 @@ pub async fn list_sales(
 pub async fn end_sale(State(state): Shared, headers: HeaderMap, Path(id): Path<String>) -> Answer {
     state.check_admin(auth(&headers))?;
     check_id("sale id", &id)?;
-    let sale = state.engine.end_sale(&id).await?;
+    let sale = match state.engine.end_sale(&id).await {
+        Ok(sale) => sale,
+        // Archived: ended long since.
+        Err(seckill_engine::Error::SaleNotFound(_)) => {
+            return Ok(Json(sale_body(&state, &id).await?).into_response());
+        }
+        Err(e) => return Err(e.into()),
+    };
     state.store.upsert_sale(&sale).await?;
     Ok(Json(SaleBody::from(sale)).into_response())
 }
@@ -289,7 +299,11 @@ pub async fn purchase(
         request_id,
     };
     req.validate()?;
-    match state.purchase(&id, &req).await? {
+    let outcome = match state.purchase(&id, &req).await {
+        Err(e) if e.code == "sale_not_found" => archived_purchase(&state, &id, &req).await?,
+        other => other?,
+    };
+    match outcome {
         Outcome::Ok(order) | Outcome::Duplicate(order) => Ok(Json(json!({
             "order_id": order.order_id,
             "status": "pending_payment",
@@ -298,6 +312,32 @@ pub async fn purchase(
         .into_response()),
         refused => Err(refusal(refused)),
     }
+}
+
+/// A purchase of a sale no longer in Redis: an archived sale has ended, and
+/// a retry of a purchase it made gets that order back, as it did live.
+async fn archived_purchase(
+    state: &AppState,
+    id: &str,
+    req: &PurchaseRequest,
+) -> Result<Outcome, ApiError> {
+    let not_found = || ApiError::from(seckill_engine::Error::SaleNotFound(id.to_owned()));
+    let sale = match state.store.sale(id).await? {
+        Some(sale) if sale.archived_ms.is_some() => sale,
+        _ => return Err(not_found()),
+    };
+    if let Some(request) = &req.request_id
+        && let Some(order) = state
+            .store
+            .order_by_request(id, sale.generation, request)
+            .await?
+    {
+        return Ok(Outcome::Duplicate(seckill_engine::Order {
+            order_id: order.order_id,
+            quantity: order.quantity.max(0) as u32,
+        }));
+    }
+    Ok(Outcome::Ended)
 }
 
 /// The `Idempotency-Key` header (IETF httpapi draft), held to the request

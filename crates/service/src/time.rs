@@ -28,6 +28,11 @@ impl Visitor<'_> for MillisVisitor {
     }
 
     fn visit_u64<E: de::Error>(self, ms: u64) -> Result<Millis, E> {
+        if ms > LATEST {
+            return Err(E::custom(format!(
+                "expected {EXPECTED}, got {ms}, after the year 9999"
+            )));
+        }
         Ok(Millis(ms))
     }
 
@@ -48,8 +53,14 @@ impl Visitor<'_> for MillisVisitor {
 /// before 1970.
 pub fn parse(text: &str) -> Option<u64> {
     let at: jiff::Timestamp = text.parse().ok()?;
-    u64::try_from(at.as_millisecond()).ok()
+    u64::try_from(at.as_millisecond())
+        .ok()
+        .filter(|ms| *ms <= LATEST)
 }
+
+/// 9999-12-31T23:59:59.999Z: the last time RFC 3339 can write, so every
+/// time taken in can be given back.
+const LATEST: u64 = 253_402_300_799_999;
 
 /// Ms since the epoch as RFC 3339 in UTC, with milliseconds only when
 /// there are some.
@@ -93,6 +104,7 @@ mod tests {
     #[test]
     fn anything_else_is_refused_saying_what_a_time_is() {
         for bad in [
+            "253402300800000",
             "\"tomorrow\"",
             "\"2026-13-01T00:00:00Z\"",
             "-5",

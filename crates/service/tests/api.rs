@@ -774,6 +774,19 @@ async fn an_archived_sale_answers_from_sql_with_the_same_bodies() {
         let (_, order) = buy(&rig, "old", json!({ "user_id": format!("u{u}") })).await;
         orders.push(order["order_id"].as_str().unwrap().to_owned());
     }
+    let keyed = json!({ "user_id": "k" });
+    let first = rig
+        .http
+        .post_idempotent("/v1/sales/old/purchase", &keyed, "key-1")
+        .await
+        .unwrap();
+    assert_eq!(first.0, StatusCode::OK, "{}", first.1);
+    let keyed_order = first.1["order_id"].as_str().unwrap().to_owned();
+    let paid = rig
+        .http
+        .post(&format!("/v1/orders/{keyed_order}/pay"), &json!({}))
+        .await;
+    assert_eq!(paid.unwrap().0, StatusCode::OK);
     let pay = |o: &str| format!("/v1/orders/{o}/pay");
     let cancel = |o: &str| format!("/v1/orders/{o}/cancel");
     assert_eq!(
@@ -858,11 +871,25 @@ async fn an_archived_sale_answers_from_sql_with_the_same_bodies() {
         409,
         "order_expired",
     );
+    // Purchases answer as the ended sale did: refused as ended, and a retry
+    // of a purchase it made gets that order back.
     expect(
         buy(&rig, "old", json!({ "user_id": "late" })).await,
-        404,
-        "sale_not_found",
+        409,
+        "ended",
     );
+    let again = rig
+        .http
+        .post_idempotent("/v1/sales/old/purchase", &keyed, "key-1")
+        .await
+        .unwrap();
+    assert_eq!(again, first);
+    let (status, ended) = rig
+        .admin
+        .post("/v1/sales/old/end", &json!({}))
+        .await
+        .unwrap();
+    assert_eq!((status.as_u16(), &ended), (200, &before[0].1));
     let store = seckill_orders::Store::open(&rig._dir.path().join("o.db").to_string_lossy())
         .await
         .unwrap();

@@ -115,6 +115,20 @@ async fn half_sent_requests_are_closed_at_the_header_deadline_while_buyers_are_s
         "half-sent requests still open after {slack:?}"
     );
 
+    // A whole header and half a body: 408 by the same deadline, then closed.
+    let mut trickle = TcpStream::connect(running.addr).await.unwrap();
+    trickle
+        .write_all(b"POST /v1/sales/c/purchase HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: 40\r\n\r\n{\"user_id\"")
+        .await
+        .unwrap();
+    let sent = Instant::now();
+    let answer = closed_within(&mut trickle, header_timeout + Duration::from_secs(2))
+        .await
+        .expect("a trickling body holds its connection");
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("request_timeout"), "{answer}");
+    assert!(sent.elapsed() >= header_timeout, "{:?}", sent.elapsed());
+
     let mut latencies: Vec<Duration> = Vec::new();
     for buyer in buyers {
         latencies.extend(buyer.await.unwrap());
@@ -136,7 +150,7 @@ async fn idle_connections_close_busy_ones_stay_and_past_the_cap_new_ones_get_503
     let dir = tempfile::tempdir().unwrap();
     let limits = Limits {
         max_connections: 4,
-        header_timeout: Duration::from_secs(5),
+        header_timeout: Duration::from_millis(1_000),
         idle_timeout: Duration::from_millis(800),
     };
     let running = serve(&redis, &dir, limits).await;
@@ -175,6 +189,8 @@ async fn idle_connections_close_busy_ones_stay_and_past_the_cap_new_ones_get_503
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
     let mut over = TcpStream::connect(running.addr).await.unwrap();
+    // Its request is never read; the 503 must still arrive.
+    over.write_all(HEALTH).await.unwrap();
     let started = Instant::now();
     let answer = closed_within(&mut over, Duration::from_secs(1))
         .await
@@ -183,7 +199,8 @@ async fn idle_connections_close_busy_ones_stay_and_past_the_cap_new_ones_get_503
     assert!(answer.contains("\"code\":\"unavailable\""), "{answer}");
     assert!(started.elapsed() < Duration::from_millis(500));
 
-    // The four never sent a byte: idle, closed; the cap frees up.
+    // The four never sent a byte: closed at the header deadline (a silent
+    // connection gets no more time than a slow header); the cap frees up.
     for s in &mut held {
         assert!(closed_within(s, Duration::from_secs(3)).await.is_some());
     }

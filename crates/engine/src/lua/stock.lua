@@ -2,10 +2,12 @@
 -- sets the stock outright; never below what is sold (paid or awaiting
 -- payment), never leaving a negative count of units left.
 -- KEYS: 1 sale hash.
--- ARGV: generation of the sale meant, 'add' | 'set', units.
+-- ARGV: generation of the sale meant, 'add' | 'set', units, the most
+--       stock a sale may have.
 -- Returns { stock, left } after the change, or 'no_sale' | 'below_sold'
--- (the new stock would be below what is sold) | 'unsupported' (a sale of
--- a classic strategy, whose stock lives elsewhere).
+-- (the new stock would be below what is sold) | 'too_large' (above the
+-- most) | 'unsupported' (a sale of a classic strategy, whose stock lives
+-- elsewhere).
 --
 -- Atomic with every purchase: a purchase reads and writes `left` in one
 -- script, so the change lands between two purchases, never inside one.
@@ -29,6 +31,9 @@ else
 end
 if new_stock < sold then
   return 'below_sold'
+end
+if new_stock > tonumber(ARGV[4]) then
+  return 'too_large'
 end
 local new_left = new_stock - sold
 redis.call('HSET', KEYS[1], 'stock', string.format('%d', new_stock), 'left',
