@@ -6,6 +6,8 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
 
+use crate::target::seconds;
+
 #[derive(ClapArgs)]
 pub struct Args {
     #[arg(long, env = "SECKILL_LISTEN", default_value = "127.0.0.1:8080")]
@@ -43,6 +45,9 @@ pub struct Args {
     archive_after: f64,
 }
 
+/// A connection deadline: above 0 (a millisecond at least), at most a day.
+const LIMIT: std::ops::RangeInclusive<f64> = 0.001..=86_400.0;
+
 pub async fn run(args: Args) -> Result<ExitCode> {
     anyhow::ensure!(
         !args.admin_token.is_empty(),
@@ -66,8 +71,8 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         background: !args.no_background,
         limits: seckill_service::Limits {
             max_connections: args.max_connections,
-            header_timeout: seconds("--header-timeout", args.header_timeout)?,
-            idle_timeout: seconds("--idle-timeout", args.idle_timeout)?,
+            header_timeout: seconds("--header-timeout", args.header_timeout, LIMIT)?,
+            idle_timeout: seconds("--idle-timeout", args.idle_timeout, LIMIT)?,
         },
         archive_after: crate::target::archive_after(args.archive_after)?,
     };
@@ -79,13 +84,4 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     eprintln!("shutting down: finishing in-flight requests and persisting");
     running.stop().await;
     Ok(ExitCode::SUCCESS)
-}
-
-/// A positive, finite number of seconds from the command line.
-fn seconds(flag: &str, secs: f64) -> Result<std::time::Duration> {
-    anyhow::ensure!(
-        secs.is_finite() && secs > 0.0 && secs <= 86_400.0,
-        "{flag} must be a number of seconds above 0 and at most 86400"
-    );
-    Ok(std::time::Duration::from_secs_f64(secs))
 }

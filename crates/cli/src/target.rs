@@ -69,11 +69,22 @@ impl Stores {
     }
 }
 
-/// `--archive-after`: seconds after a sale's end, from 0 to 30 days.
-pub fn archive_after(secs: f64) -> anyhow::Result<std::time::Duration> {
+/// A duration option given in seconds: a finite number within `range`.
+pub fn seconds(
+    flag: &str,
+    secs: f64,
+    range: std::ops::RangeInclusive<f64>,
+) -> anyhow::Result<std::time::Duration> {
     anyhow::ensure!(
-        secs.is_finite() && (0.0..=30.0 * 86_400.0).contains(&secs),
-        "--archive-after must be a number of seconds from 0 to 2592000 (30 days)"
+        secs.is_finite() && range.contains(&secs),
+        "{flag} must be a number of seconds from {} to {}",
+        range.start(),
+        range.end()
     );
     Ok(std::time::Duration::from_secs_f64(secs))
+}
+
+/// `--archive-after`: seconds after a sale's end, from 0 to 30 days.
+pub fn archive_after(secs: f64) -> anyhow::Result<std::time::Duration> {
+    seconds("--archive-after", secs, 0.0..=30.0 * 86_400.0)
 }

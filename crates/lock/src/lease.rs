@@ -5,6 +5,9 @@ use std::time::{Duration, Instant};
 
 /// A grant seen at `asked` with `left` of its `lease` to run is surely valid
 /// until then, less the drift margin.
+/// Longest `acquire` waits, whatever it is asked, on one server or many.
+pub(crate) const MAX_WAIT: Duration = Duration::from_secs(24 * 3600);
+
 pub(crate) fn valid_until(asked: Instant, lease: Duration, left: Duration) -> Instant {
     asked + left.min(lease).saturating_sub(drift(lease))
 }

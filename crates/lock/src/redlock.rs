@@ -20,7 +20,7 @@ use tokio::sync::OnceCell;
 
 use crate::error::{Error, Result};
 use crate::keys::Keys;
-use crate::lease::{drift, millis, valid_until};
+use crate::lease::{MAX_WAIT, drift, millis, valid_until};
 use crate::scripts::{SCRIPTS, run};
 
 /// Waiters retry after a random delay up to this long.
@@ -155,7 +155,7 @@ impl Quorum {
         timeout: Duration,
     ) -> Result<(u64, Instant)> {
         let started = Instant::now();
-        let deadline = started + timeout.min(Duration::from_secs(24 * 3600));
+        let deadline = started + timeout.min(MAX_WAIT);
         loop {
             let attempt = Instant::now();
             let last_error = match self.try_grant(keys, token, lease).await {

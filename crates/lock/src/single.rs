@@ -7,7 +7,7 @@ use redis::aio::ConnectionManager;
 
 use crate::error::{Error, Result};
 use crate::keys::Keys;
-use crate::lease::{millis, remaining, valid_until};
+use crate::lease::{MAX_WAIT, millis, remaining, valid_until};
 use crate::notify::Notifier;
 use crate::scripts::{SCRIPTS, run};
 
@@ -16,8 +16,6 @@ use crate::scripts::{SCRIPTS, run};
 const EXPIRY_MARGIN: Duration = Duration::from_millis(2);
 /// Longest a waiter sleeps without asking Redis, for holders without a lease.
 const MAX_POLL_GAP: Duration = Duration::from_secs(1);
-/// Longest `acquire` waits, whatever it is asked.
-const MAX_WAIT: Duration = Duration::from_secs(24 * 3600);
 
 pub(crate) struct Single {
     conn: ConnectionManager,

@@ -8,7 +8,7 @@ use std::time::Duration;
 use seckill_engine::{Engine, OrderState, Status};
 use serde::Serialize;
 
-use crate::audit::audit;
+use crate::audit::audit_with_orders;
 use crate::error::{Error, Result};
 use crate::store::Store;
 
@@ -53,7 +53,8 @@ pub async fn archive(engine: &Engine, store: &Store, id: &str) -> Result<Archive
                 .to_owned(),
         ));
     }
-    let orders = engine.orders(id).await?;
+    // One read of its orders serves the audit and the checks below.
+    let (report, orders) = audit_with_orders(engine, store, id).await?;
     let pending = orders
         .iter()
         .filter(|o| o.state == OrderState::PendingPayment)
@@ -63,7 +64,6 @@ pub async fn archive(engine: &Engine, store: &Store, id: &str) -> Result<Archive
             "{pending} of its orders still await payment; they are paid, cancelled or expire by their pay-by time"
         )));
     }
-    let report = audit(engine, store, id).await?;
     if report.backlog > 0 {
         return Err(refuse(format!(
             "{} of its stream entries are not in SQL yet; a persister must drain them first",

@@ -102,6 +102,16 @@ pub struct Report {
 
 /// Audits sale `id`.
 pub async fn audit(engine: &Engine, store: &Store, id: &str) -> Result<Report> {
+    Ok(audit_with_orders(engine, store, id).await?.0)
+}
+
+/// Audits sale `id`, answering the orders Redis holds of it too (none for a
+/// sale Redis does not have), for callers that look at them next.
+pub(crate) async fn audit_with_orders(
+    engine: &Engine,
+    store: &Store,
+    id: &str,
+) -> Result<(Report, Vec<OrderInfo>)> {
     let mut findings = Vec::new();
     let stored_sale = store.sale(id).await?;
     let sale = match engine.sale(id).await {
@@ -111,9 +121,9 @@ pub async fn audit(engine: &Engine, store: &Store, id: &str) -> Result<Report> {
     };
     let Some(sale) = sale else {
         if let Some(stored) = stored_sale.filter(|s| s.archived_ms.is_some()) {
-            return audit_archived(store, &stored).await;
+            return Ok((audit_archived(store, &stored).await?, Vec::new()));
         }
-        return Ok(Report {
+        let report = Report {
             sale_id: id.to_owned(),
             orders_in_redis: 0,
             orders_in_sql: 0,
@@ -122,7 +132,8 @@ pub async fn audit(engine: &Engine, store: &Store, id: &str) -> Result<Report> {
             findings: vec![Finding::SaleMissingInRedis],
             clean: false,
             archived: false,
-        });
+        };
+        return Ok((report, Vec::new()));
     };
     let mut conn = engine.connection();
     let (backlog, backlog_orders) = backlog(&mut conn, id).await?;
@@ -212,7 +223,7 @@ pub async fn audit(engine: &Engine, store: &Store, id: &str) -> Result<Report> {
         }
     }
     findings.sort_by_key(|f| format!("{f:?}"));
-    Ok(Report {
+    let report = Report {
         sale_id: id.to_owned(),
         orders_in_redis: redis_orders.len(),
         orders_in_sql: sql_orders.len(),
@@ -221,7 +232,8 @@ pub async fn audit(engine: &Engine, store: &Store, id: &str) -> Result<Report> {
         clean: findings.is_empty(),
         findings,
         archived: false,
-    })
+    };
+    Ok((report, redis_orders))
 }
 
 /// An archived sale, in SQL alone: every order settled, the units sold as

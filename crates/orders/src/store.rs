@@ -308,15 +308,6 @@ impl Store {
         Ok(Self { pool, dialect })
     }
 
-    /// Which database this is: `sqlite`, `postgres` or `mysql`.
-    pub fn database(&self) -> &'static str {
-        match self.dialect {
-            Dialect::Sqlite => "sqlite",
-            Dialect::Postgres => "postgres",
-            Dialect::Mysql => "mysql",
-        }
-    }
-
     /// Applies order events in one transaction. Idempotent and indifferent
     /// to order: a purchase inserts its order, or fills in its request id and
     /// creation time if a later event got there first, never touching its

@@ -1,5 +1,7 @@
 //! Extractors whose every rejection is a documented 4xx in plain words.
 
+use std::sync::Arc;
+
 use axum::extract::path::ErrorKind;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Request};
@@ -8,7 +10,7 @@ use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
-use crate::listener::Limits;
+use crate::state::AppState;
 
 /// Like `axum::Json`, but malformed JSON, wrong types, unknown fields and a
 /// missing content type answer `400 invalid_request` naming the field and
@@ -16,16 +18,13 @@ use crate::listener::Limits;
 /// all there within the header timeout `408 request_timeout`.
 pub struct Body<T>(pub T);
 
-impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
+impl<T: DeserializeOwned> FromRequest<Arc<AppState>> for Body<T> {
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+    async fn from_request(req: Request, state: &Arc<AppState>) -> Result<Self, Self::Rejection> {
         // A body that trickles in would hold its connection (and a place
         // under the cap) for as long as the client likes.
-        let deadline = req
-            .extensions()
-            .get::<Limits>()
-            .map_or(Limits::default().header_timeout, |l| l.header_timeout);
+        let deadline = state.body_deadline;
         match tokio::time::timeout(deadline, axum::Json::<T>::from_request(req, state)).await {
             Ok(Ok(axum::Json(value))) => Ok(Self(value)),
             Ok(Err(rejection)) => Err(reject(rejection)),

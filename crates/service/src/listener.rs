@@ -1,6 +1,6 @@
 //! Accepting connections: a cap on how many are open, a deadline for a
-//! request's header once its first byte arrived (and, kept by the body
-//! extractor, for its body once the header has), an idle deadline between
+//! request's header once its first byte arrived (the body extractor holds
+//! the body to the same deadline), an idle deadline between
 //! requests, and a graceful stop.
 //!
 //! hyper's own header timeout starts whenever a connection waits for a
@@ -128,9 +128,9 @@ async fn refuse(mut tcp: TcpStream) {
     .await;
 }
 
-/// What a connection's watchdog looks at.
-#[derive(Default)]
+/// What a connection's watchdog looks at; times are ms since `start`.
 struct Activity {
+    start: Instant,
     /// ms since `start` of the last byte read or written or request
     /// finished.
     last: AtomicU64,
@@ -146,31 +146,44 @@ struct Activity {
     done: AtomicBool,
 }
 
+impl Activity {
+    fn new() -> Self {
+        Self {
+            start: Instant::now(),
+            last: AtomicU64::new(0),
+            requests: AtomicU64::new(0),
+            head_since: AtomicU64::new(0),
+            in_flight: AtomicUsize::new(0),
+            done: AtomicBool::new(false),
+        }
+    }
+
+    /// ms since the connection was accepted.
+    fn now(&self) -> u64 {
+        self.start.elapsed().as_millis() as u64
+    }
+}
+
 async fn connection(
     tcp: TcpStream,
     app: Router,
     limits: Limits,
     mut stopped: watch::Receiver<bool>,
 ) {
-    let start = Instant::now();
-    let now = move || start.elapsed().as_millis() as u64;
-    let activity = Arc::new(Activity::default());
+    let activity = Arc::new(Activity::new());
     let io = Watched {
         inner: tcp,
         activity: activity.clone(),
-        now: Box::new(now),
     };
     let tracker = activity.clone();
-    let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
+    let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
         let (app, tracker) = (app.clone(), tracker.clone());
-        // The body extractor holds the body to the same deadline.
-        req.extensions_mut().insert(limits);
         tracker.head_since.store(0, Ordering::Relaxed);
         tracker.requests.fetch_add(1, Ordering::Relaxed);
         tracker.in_flight.fetch_add(1, Ordering::Relaxed);
         async move {
             let answer = app.oneshot(req.map(Body::new)).await;
-            tracker.last.store(now(), Ordering::Relaxed);
+            tracker.last.store(tracker.now(), Ordering::Relaxed);
             tracker.in_flight.fetch_sub(1, Ordering::Relaxed);
             answer
         }
@@ -197,7 +210,7 @@ async fn connection(
                 if activity.in_flight.load(Ordering::Relaxed) > 0 {
                     continue;
                 }
-                let at = now();
+                let at = activity.now();
                 let head = activity.head_since.load(Ordering::Relaxed);
                 let late_head = head > 0 && at + 1 - head > limits.header_timeout.as_millis() as u64;
                 let idle_limit = if activity.requests.load(Ordering::Relaxed) == 0 {
@@ -222,7 +235,6 @@ async fn connection(
 struct Watched {
     inner: TcpStream,
     activity: Arc<Activity>,
-    now: Box<dyn Fn() -> u64 + Send + Sync>,
 }
 
 impl AsyncRead for Watched {
@@ -235,7 +247,7 @@ impl AsyncRead for Watched {
         let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
         match &polled {
             Poll::Ready(Ok(())) if buf.filled().len() > before => {
-                let at = (self.now)();
+                let at = self.activity.now();
                 self.activity.last.store(at, Ordering::Relaxed);
                 if self.activity.in_flight.load(Ordering::Relaxed) == 0 {
                     let _ = self.activity.head_since.compare_exchange(
@@ -260,7 +272,9 @@ impl Watched {
         if let Poll::Ready(Ok(n)) = polled
             && *n > 0
         {
-            self.activity.last.store((self.now)(), Ordering::Relaxed);
+            self.activity
+                .last
+                .store(self.activity.now(), Ordering::Relaxed);
         }
     }
 }

@@ -107,6 +107,7 @@ pub async fn start(config: Config) -> Result<Running, crate::Error> {
         config.admin_token.clone(),
         Limiter::new(config.rate_per_user, config.burst_per_user),
         redis,
+        config.limits.header_timeout,
     ));
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let addr = listener.local_addr()?;

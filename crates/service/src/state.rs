@@ -27,6 +27,9 @@ pub struct AppState {
     sold_out: RwLock<HashMap<String, Instant>>,
     /// For the stream backlog gauge.
     pub redis: redis::aio::ConnectionManager,
+    /// How long a request body may take once its header is in: the
+    /// connections' header timeout.
+    pub body_deadline: Duration,
 }
 
 impl AppState {
@@ -36,12 +39,14 @@ impl AppState {
         admin_token: String,
         limiter: Limiter,
         redis: redis::aio::ConnectionManager,
+        body_deadline: Duration,
     ) -> Self {
         Self {
             engine,
             store,
             admin_token,
             limiter,
+            body_deadline,
             purchasers: RwLock::default(),
             sold_out: RwLock::default(),
             redis,
