@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Instructions per call of the purchase scripts, counted by callgrind on a
-# private redis-server: unlike µs, machine load does not move them. Prints
-# one line per script as `name instructions`. Needs valgrind, redis-server
-# and redis-benchmark; about a minute.
+# Instructions per call of the purchase functions, counted by callgrind on
+# a private redis-server: unlike µs, machine load does not move them.
+# Prints one line per case as `name instructions`. Needs valgrind,
+# redis-server and redis-benchmark; about a minute.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-10000}
@@ -10,14 +10,38 @@ LUA=crates/engine/src/lua
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
-# cost NAME SCRIPT CALLS ENTRIES SETUP ARGS...: instructions of CALLS
-# EVALSHA calls of SCRIPT, each with a new buyer and request id, after as
-# many to warm up. ENTRIES: stream entries each call must add, checked so
+# The engine's whole library as crates/redis/src/library.rs assembles it
+# (under the version "cost"), its functions as crates/engine/src/scripts.rs
+# lists them: the header, the prelude, then each function's body inside
+# `register(NAME, function(KEYS, ARGV) ... end)`; then the floor under a
+# purchase (lua/floor.lua, which `seckill bench --compare` loads beside it)
+# and a function that only returns 1, the floor of any call. Whole, because the size of what a
+# library keeps moves the cost of every call (Lua's garbage collector marks
+# all of it every 50 calls).
+{
+  sed -e s/__LIBRARY__/seckill_engine_cost/ -e s/__VERSION__/cost/ crates/redis/src/lua/header.lua
+  cat "$LUA/prelude.lua"
+  for f in create_sale purchase purchase_batch order expire end_sale stock; do
+    echo "register('$f', function(KEYS, ARGV)"
+    case $f in order | expire) cat "$LUA/lifecycle_common.lua" ;; esac
+    cat "$LUA/$f.lua"
+    echo 'end, nil)'
+  done
+  echo "register('floor', function(KEYS, ARGV)"
+  cat "$LUA/floor.lua"
+  echo 'end, nil)'
+  echo "register('one', function(KEYS, ARGV) return 1 end, nil)"
+} >"$WORK/library.lua"
+
+# cost NAME WHAT CALLS ENTRIES SETUP ARGS...: instructions of CALLS calls
+# of WHAT (a function of the library by name, or a script file, sent by
+# EVALSHA), each with a new buyer and request id, after as many to warm up.
+# ENTRIES: stream entries each call must add, checked so
 # that a run whose calls were refused (cheaper) cannot pass for a purchase;
 # 0: none may be added (a refusal must refuse). SETUP: fields set in the
 # sale's hash first (`-` for none).
 cost() {
-  local name=$1 script=$2 calls=$3 entries=$4 setup=$5
+  local name=$1 what=$2 calls=$3 entries=$4 setup=$5
   shift 5
   local port
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -33,16 +57,21 @@ cost() {
     # shellcheck disable=SC2086 # the fields are words on purpose
     $r HSET 'seckill:{sale:b}:sale' $setup >/dev/null
   fi
-  local sha
-  sha=$($r SCRIPT LOAD "$(cat "$script")")
+  local call
+  if [ -f "$what" ]; then
+    call=(EVALSHA "$($r SCRIPT LOAD "$(cat "$what")")")
+  else
+    $r FUNCTION LOAD "$(cat "$WORK/library.lua")" >/dev/null
+    call=(FCALL "${what}_cost")
+  fi
   # The warm-up buys under other names: two redis-benchmark runs started in
   # the same second draw the same random numbers, and repeated buyers and
   # request ids would make the measured calls cheap refusals.
   local warm=("${@/#u__rand_int__/wu__rand_int__}")
   warm=("${warm[@]/#r__rand_int__/wr__rand_int__}")
-  redis-benchmark -p "$port" -c 20 -P 16 -n "$calls" -r 100000000 -q EVALSHA "$sha" "${warm[@]}" >/dev/null
+  redis-benchmark -p "$port" -c 20 -P 16 -n "$calls" -r 100000000 -q "${call[@]}" "${warm[@]}" >/dev/null
   callgrind_control -z "$pid" >/dev/null 2>&1
-  redis-benchmark -p "$port" -c 20 -P 16 -n "$calls" -r 100000000 -q EVALSHA "$sha" "$@" >/dev/null
+  redis-benchmark -p "$port" -c 20 -P 16 -n "$calls" -r 100000000 -q "${call[@]}" "$@" >/dev/null
   callgrind_control -d "$pid" >/dev/null 2>&1
   local added
   added=$($r XLEN 'seckill:{sale:b}:orders')
@@ -60,15 +89,17 @@ cost() {
 }
 
 KEYS=(2 'seckill:{sale:b}:sale' 'seckill:{sale:b}:orders')
-echo 'return 1' >"$WORK/one.lua"
-cost return_1_same_arguments "$WORK/one.lua" "$N" 0 - "${KEYS[@]}" 123 u__rand_int__ 1 r__rand_int__
+cost return_1_same_arguments one "$N" 0 - "${KEYS[@]}" 123 u__rand_int__ 1 r__rand_int__
 cost classic_check_decr "$LUA/classic_decr.lua" "$N" 0 - 1 'seckill:{sale:b}:stock'
-cost purchase_no_limit "$LUA/purchase.lua" "$N" 1 - "${KEYS[@]}" 123 u__rand_int__ 1 r__rand_int__
-cost purchase_limit_1 "$LUA/purchase.lua" "$N" 1 - "${KEYS[@]}" 123 u__rand_int__ 1 r__rand_int__ 1
-cost refusal_sold_out "$LUA/purchase.lua" "$N" 0 "left 0" "${KEYS[@]}" 123 u__rand_int__ 1 r__rand_int__
-cost refusal_over_limit "$LUA/purchase.lua" "$N" 0 "u:buyer 1" "${KEYS[@]}" 123 buyer 1 r__rand_int__ 1
-cost repeated_request_id "$LUA/purchase.lua" "$N" 0 "r:first 1-0-0|1" "${KEYS[@]}" 123 u__rand_int__ 1 first
+FLOOR=(123 u__rand_int__ r:r__rand_int__ '1|r__rand_int__' '1795392000123-0-0|1')
+cost floor_purchase floor "$N" 1 - "${KEYS[@]}" "${FLOOR[@]}"
+cost floor_refusal floor "$N" 0 - "${KEYS[@]}" "${FLOOR[@]}" refusal
+cost purchase_no_limit purchase "$N" 1 - "${KEYS[@]}" 123 u__rand_int__ 1 r__rand_int__
+cost purchase_limit_1 purchase "$N" 1 - "${KEYS[@]}" 123 u__rand_int__ 1 r__rand_int__ 1
+cost refusal_sold_out purchase "$N" 0 "left 0" "${KEYS[@]}" 123 u__rand_int__ 1 r__rand_int__
+cost refusal_over_limit purchase "$N" 0 "u:buyer 1" "${KEYS[@]}" 123 buyer 1 r__rand_int__ 1
+cost repeated_request_id purchase "$N" 0 "r:first 1-0-0|1" "${KEYS[@]}" 123 u__rand_int__ 1 first
 batch=("${KEYS[@]}" 123 0 0)
 for _ in $(seq 64); do batch+=(u__rand_int__ 1 r__rand_int__); done
-per_batch=$(cost batch_64 "$LUA/purchase_batch.lua" $((N / 20)) 1 - "${batch[@]}" | awk '{print $2}')
+per_batch=$(cost batch_64 purchase_batch $((N / 20)) 1 - "${batch[@]}" | awk '{print $2}')
 echo "batch_64_per_purchase $((per_batch / 64))"

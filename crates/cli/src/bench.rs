@@ -379,19 +379,32 @@ async fn compare(engine: &Engine, target: &Target, run_id: &str) -> Result<Vec<B
     let full = engine
         .purchase_command(&full_sale, "u__rand_int__", "r__rand_int__")
         .await?;
+    // Two sales: the refusal's read runs on a small sale, as the refusals
+    // below do, not on one the purchase floor filled.
+    let floor_sale = format!("rb-{run_id}-floor");
+    let floor_read_sale = format!("rb-{run_id}-floor-read");
+    for sale in [&floor_sale, &floor_read_sale] {
+        engine
+            .create_sale(&SaleSpec::new(sale, seckill_engine::MAX_STOCK))
+            .await?;
+    }
+    let floor = engine.floor_command(&floor_sale, false).await?;
+    let floor_refusal = engine.floor_command(&floor_read_sale, true).await?;
     let refusals = refusal_commands(engine, run_id).await?;
     let mut runs: Vec<(&str, &Vec<String>, &[u32])> = vec![
         ("classic check+DECR script", &classic, &[1, 16]),
         ("full purchase script", &full, &[1, 16]),
+        (FLOOR_PURCHASE, &floor, &[16]),
+        (FLOOR_REFUSAL, &floor_refusal, &[16]),
     ];
     for (name, _, command) in &refusals {
         runs.push((name, command, &[16]));
     }
     let mut baselines = Vec::new();
+    let requests = 200_000;
     for (name, command, pipelines) in runs {
         let command: Vec<&str> = command.iter().map(String::as_str).collect();
         for &pipeline in pipelines {
-            let requests = 200_000;
             let mut meter = Meter::start(&target.url).await?;
             let rps = redis_benchmark::rps(&host, port, 50, pipeline, requests, &command)?;
             let cost = meter.read(&[]).await?.per(requests);
@@ -403,6 +416,15 @@ async fn compare(engine: &Engine, target: &Target, run_id: &str) -> Result<Vec<B
                 redis_us_per_call: cost.map(|c| c.0),
             });
         }
+    }
+    // The purchase floor must have written an order per call, and the
+    // refusal's read none, or they measured less than they say.
+    for (sale, expected) in [(&floor_sale, requests), (&floor_read_sale, 0)] {
+        let events = engine.stream_events(sale).await?;
+        anyhow::ensure!(
+            events == expected,
+            "floor sale {sale} holds {events} orders, not {expected}"
+        );
     }
     for (name, sale, _) in &refusals {
         // Each refusal baseline must have refused: its sale holds only the
@@ -416,8 +438,15 @@ async fn compare(engine: &Engine, target: &Target, run_id: &str) -> Result<Vec<B
     }
     engine.delete_sale(&classic_sale).await?;
     engine.delete_sale(&full_sale).await?;
+    engine.delete_sale(&floor_sale).await?;
+    engine.delete_sale(&floor_read_sale).await?;
     Ok(baselines)
 }
+
+/// Baseline names of the floors: what the commands a purchase sends cost
+/// Redis alone, without any of the purchase's logic.
+const FLOOR_PURCHASE: &str = "floor: a purchase's three commands alone";
+const FLOOR_REFUSAL: &str = "floor: a refusal's read alone";
 
 /// Purchase script command lines that every call answers with a refusal,
 /// as (baseline name, sale, command): the sale sold out, the buyer over
@@ -551,6 +580,21 @@ fn print_table(rows: &[Row], baselines: &[Baseline]) {
                 r.strategy,
                 r.purchases_per_s / full
             );
+        }
+    }
+    let floor = baselines
+        .iter()
+        .find(|b| b.baseline.ends_with(FLOOR_PURCHASE))
+        .and_then(|b| b.redis_us_per_call);
+    if let Some(floor) = floor {
+        for r in rows {
+            if let Some(us) = r.redis_us_per_purchase {
+                println!(
+                    "{:<10} costs Redis {:.2}x the floor of a purchase's commands ({floor:.2} µs)",
+                    r.strategy,
+                    us / floor
+                );
+            }
         }
     }
 }

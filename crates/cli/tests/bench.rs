@@ -87,8 +87,20 @@ fn compare_runs_every_baseline_and_reports_redis_time() {
     assert_eq!(row["strategy"], "atomic", "{row}");
     common::assert_positive(row, &["redis_us_per_purchase"]);
     let baselines = &lines[1..];
-    // Check+DECR and the purchase at -P 1 and -P 16, three refusals at -P 16.
-    assert_eq!(baselines.len(), 7, "{baselines:?}");
+    // Check+DECR and the purchase at -P 1 and -P 16, the two floors and
+    // three refusals at -P 16.
+    assert_eq!(baselines.len(), 9, "{baselines:?}");
+    for floor in [
+        "a purchase's three commands alone",
+        "a refusal's read alone",
+    ] {
+        assert!(
+            baselines
+                .iter()
+                .any(|b| b["baseline"].as_str().unwrap().ends_with(floor)),
+            "no floor {floor:?}: {baselines:?}"
+        );
+    }
     for b in baselines {
         common::assert_positive(b, &["requests_per_s", "redis_us_per_call"]);
     }

@@ -21,7 +21,8 @@
 //!   invariants (no oversell, no undersell, limits, every acknowledged order
 //!   recorded); the `redis-benchmark` command lines of the engine's scripts.
 //! - `keys`: key layout under the `{sale:ID}` hash tag, id validation.
-//! - `scripts`: the Lua scripts (`src/lua/*.lua`), called by SHA.
+//! - `scripts`: the Lua (`src/lua/*.lua`): the production path as one Redis
+//!   Functions library, the classic `lua` strategy's script by SHA.
 //! - `error`: [`Error`].
 //!
 //! ```no_run

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::event::{Event, OrderId, StreamEntry};
 use crate::inspect::stream_events;
 use crate::keys::{SaleKeys, check_id};
-use crate::scripts::SCRIPTS;
+use crate::scripts::LIBRARY;
 
 /// Where an order stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -141,14 +141,13 @@ impl Engine {
     async fn settle(&self, order_id: &str, op: &str) -> Result<OrderState> {
         let id = known(order_id)?;
         let keys = SaleKeys::new(&id.sale)?;
-        let answer: String = SCRIPTS
-            .order
-            .key(&keys.lifecycle()[..])
+        let answer: String = LIBRARY
+            .call("order", &keys.lifecycle())
             .arg(&id.sale)
             .arg(id.generation)
             .arg(id.local())
             .arg(op)
-            .invoke_async(&mut self.conn.clone())
+            .invoke(&mut self.conn.clone())
             .await?;
         transition(order_id, &answer)
     }
@@ -206,12 +205,11 @@ impl Engine {
         let keys = SaleKeys::new(id)?;
         let mut expired = 0;
         loop {
-            let (n, more): (u64, u8) = SCRIPTS
-                .expire
-                .key(&keys.lifecycle()[..])
+            let (n, more): (u64, u8) = LIBRARY
+                .call("expire", &keys.lifecycle())
                 .arg(id)
                 .arg(per_call.max(1))
-                .invoke_async(&mut self.conn.clone())
+                .invoke(&mut self.conn.clone())
                 .await?;
             expired += n;
             if more == 0 {

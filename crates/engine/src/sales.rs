@@ -8,18 +8,15 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::keys::{SALES, SaleKeys};
 use crate::sale::{MAX_STOCK, Sale, SaleSpec};
-use crate::scripts::SCRIPTS;
+use crate::scripts::LIBRARY;
 
 impl Engine {
     /// Creates a sale; `SaleExists` if the id is taken.
     pub async fn create_sale(&self, spec: &SaleSpec) -> Result<Sale> {
         spec.validate()?;
         let keys = SaleKeys::new(&spec.id)?;
-        let generation: u64 = SCRIPTS
-            .create_sale
-            .key(&keys.sale)
-            .key(&keys.stock)
-            .key(&keys.tokens)
+        let generation: u64 = LIBRARY
+            .call("create_sale", &[&keys.sale, &keys.stock, &keys.tokens])
             .arg(&spec.id)
             .arg(&spec.name)
             .arg(spec.stock)
@@ -28,7 +25,7 @@ impl Engine {
             .arg(spec.ends_at_ms.unwrap_or(0))
             .arg(spec.inventory.name())
             .arg(spec.payment_timeout_secs)
-            .invoke_async(&mut self.conn.clone())
+            .invoke(&mut self.conn.clone())
             .await?;
         if generation == 0 {
             return Err(Error::SaleExists(spec.id.clone()));
@@ -85,11 +82,10 @@ impl Engine {
     pub async fn end_sale(&self, id: &str) -> Result<Sale> {
         let sale = self.sale(id).await?;
         let keys = SaleKeys::new(id)?;
-        let answer: String = SCRIPTS
-            .end_sale
-            .key(&keys.sale)
+        let answer: String = LIBRARY
+            .call("end_sale", &[&keys.sale])
             .arg(sale.generation)
-            .invoke_async(&mut self.conn.clone())
+            .invoke(&mut self.conn.clone())
             .await?;
         if answer == "no_sale" {
             return Err(Error::SaleNotFound(id.to_owned()));
@@ -122,14 +118,13 @@ impl Engine {
         }
         let sale = self.sale(id).await?;
         let keys = SaleKeys::new(id)?;
-        let answer: redis::Value = SCRIPTS
-            .stock
-            .key(&keys.sale)
+        let answer: redis::Value = LIBRARY
+            .call("stock", &[&keys.sale])
             .arg(sale.generation)
             .arg(op)
             .arg(units)
             .arg(MAX_STOCK)
-            .invoke_async(&mut self.conn.clone())
+            .invoke(&mut self.conn.clone())
             .await?;
         match redis::from_redis_value::<String>(answer.clone())
             .ok()

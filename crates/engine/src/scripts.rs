@@ -1,33 +1,25 @@
 use std::sync::LazyLock;
 
 use redis::Script;
+use seckill_redis::Library;
 
-/// The engine's Lua scripts, sent by SHA; redis-rs reloads one by itself
-/// when the server answers `NOSCRIPT` (nothing ran, so that is safe).
-pub(crate) struct Scripts {
-    pub create_sale: Script,
-    pub purchase: Script,
-    pub purchase_batch: Script,
-    pub classic_decr: Script,
-    pub order: Script,
-    pub expire: Script,
-    pub end_sale: Script,
-    pub stock: Script,
-}
-
-pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
-    create_sale: Script::new(include_str!("lua/create_sale.lua")),
-    purchase: Script::new(include_str!("lua/purchase.lua")),
-    purchase_batch: Script::new(include_str!("lua/purchase_batch.lua")),
-    classic_decr: Script::new(include_str!("lua/classic_decr.lua")),
-    order: Script::new(concat!(
-        include_str!("lua/lifecycle_common.lua"),
-        include_str!("lua/order.lua")
-    )),
-    expire: Script::new(concat!(
-        include_str!("lua/lifecycle_common.lua"),
-        include_str!("lua/expire.lua")
-    )),
-    end_sale: Script::new(include_str!("lua/end_sale.lua")),
-    stock: Script::new(include_str!("lua/stock.lua")),
+/// The engine's Lua (`src/lua/*.lua`) as one Redis Functions library,
+/// loaded by the first call that finds it missing.
+pub(crate) static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
+    const COMMON: &str = include_str!("lua/lifecycle_common.lua");
+    Library::builder("seckill_engine")
+        .prelude(include_str!("lua/prelude.lua"))
+        .function("create_sale", &[include_str!("lua/create_sale.lua")])
+        .function("purchase", &[include_str!("lua/purchase.lua")])
+        .function("purchase_batch", &[include_str!("lua/purchase_batch.lua")])
+        .function("order", &[COMMON, include_str!("lua/order.lua")])
+        .function("expire", &[COMMON, include_str!("lua/expire.lua")])
+        .function("end_sale", &[include_str!("lua/end_sale.lua")])
+        .function("stock", &[include_str!("lua/stock.lua")])
+        .build()
 });
+
+/// The classic `lua` strategy's check-and-decrement, sent by SHA as the
+/// articles send it (redis-rs loads it again on `NOSCRIPT`).
+pub(crate) static CLASSIC_DECR: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/classic_decr.lua")));

@@ -31,7 +31,7 @@ pub const GROUP: &str = "persister";
 /// deletes of committed batches, looks at batches in flight, the group's
 /// state, trims and the expiry cursor before them, the list of sales and
 /// new groups, and the delete of a stream a group made again for a sale
-/// deleted meanwhile. The reads are script calls (`lua/read.lua`, counted as
+/// deleted meanwhile. The reads are function calls (`lua/read.lua`, counted as
 /// such); the `TIME` of a take-over is left out, as scripts send it too.
 pub const PLAIN_COMMANDS: [&str; 8] = [
     "hdel",
@@ -44,8 +44,12 @@ pub const PLAIN_COMMANDS: [&str; 8] = [
     "xgroup|create",
 ];
 
-static READ: LazyLock<redis::Script> =
-    LazyLock::new(|| redis::Script::new(include_str!("lua/read.lua")));
+/// The persister's Lua as a Redis Functions library.
+static LIBRARY: LazyLock<seckill_redis::Library> = LazyLock::new(|| {
+    seckill_redis::Library::builder("seckill_orders")
+        .function("read", &[include_str!("lua/read.lua")])
+        .build()
+});
 
 /// How a persister runs.
 #[derive(Clone, Debug)]
@@ -164,13 +168,11 @@ impl Persister {
             self.trim().await?;
         }
         for (sale, keys) in self.streams.clone() {
-            let mut read = READ.prepare_invoke();
-            read.key(&keys.stream)
-                .key(&keys.persisting)
-                .arg(GROUP)
+            let mut read = LIBRARY.call("read", &[&keys.stream, &keys.persisting]);
+            read.arg(GROUP)
                 .arg(&self.config.consumer)
                 .arg(self.config.batch);
-            let text: String = read.invoke_async(&mut self.conn).await?;
+            let text: String = read.invoke(&mut self.conn).await?;
             let mut events = Vec::new();
             if let Some(first) = Event::decode_lines(&sale, &text, &mut events) {
                 let first = first.to_owned();

@@ -16,14 +16,16 @@
 -- with a start or an end (TIME); 1 for a refusal, 2 past the request id
 -- check of a sale with a start or an end. Measured in instructions per call
 -- with callgrind, which machine load does not move (`scripts/lua-cost.sh`,
--- Redis 7.0.15, every call a new buyer and request id):
---   this script, no limit ~63,000; limit 1 ~72,000; a refusal ~38,000
---   (sold out, a repeated request id) to ~44,000 (over the limit); the layout before it
---   (8 keys, 11-12 calls, commit 1ead010) ~192,000; EVALSHA of `return 1`
---   with the same arguments ~19,000, the floor of any script here.
---   Reading the end from the hash costs ~2,700-3,300 of that per call (it
---   was an argument, and only for sales with a window): the price of an
---   early end reaching purchasers made before it.
+-- Redis 7.0.15, the engine's whole library loaded, every call a new buyer
+-- and request id):
+--   this function, no limit ~57,700; limit 1 ~68,900; a refusal ~33,200
+--   (a repeated request id) to ~34,800 (sold out) and ~41,800 (over the
+--   limit). The floor under it (lua/floor.lua: the same three commands
+--   with the same arguments and no logic) costs ~49,800, and its read alone
+--   ~34,400: what remains above the floor is ~8,000 for a purchase and
+--   next to nothing for a refusal. The layout before this one (8 keys,
+--   11-12 calls, commit 1ead010) cost ~192,000; a function that returns 1
+--   with the same arguments ~18,300, the floor of any call.
 -- What the choices are worth, measured the same way while building it:
 -- - each redis.call costs ~3,900 beyond its command, so what a purchase
 --   reads is in one hash read by one HMGET, and what it writes goes back in
@@ -37,38 +39,51 @@
 --   previous point, -14,000 for a sale without rules;
 -- - TIME only for a sale with a start or an end: the pay-by time is the
 --   entry id's time plus the payment timeout;
+-- - the HMGET asks only for the fields this purchase needs (~600 each);
+-- - numbers written with '%d' (Redis writes a Lua number with '%.17g':
+--   -2,000 for the stock left), and a quantity of '1' not parsed (-600);
 -- - tonumber (~1,300) and string concatenation (~1,500) only where needed;
--- - EVALSHA, not FCALL: a Redis Function saved ~3,400 but would have to be
---   loaded on every server and node.
+-- - a Redis Function (FCALL) rather than EVALSHA: -2,500, and a promoted
+--   replica has it (crates/redis/src/library.rs).
+-- Reading the end from the hash costs ~2,600 per call (it was an argument,
+-- and only for sales with a window): the price of an early end reaching
+-- purchasers made before it.
 local gen, user, req = ARGV[1], ARGV[2], ARGV[4]
-local qty = tonumber(ARGV[3])
+local qty = ARGV[3] == '1' and 1 or tonumber(ARGV[3])
 local limit = 0
 if ARGV[5] then
   limit = tonumber(ARGV[5])
 end
 local req_field = req ~= '' and 'r:' .. req
 local bought_field = limit > 0 and 'u:' .. user
-local m = redis.call('HMGET', KEYS[1], 'gen', 'left', req_field or 'gen', bought_field or 'gen',
-  'end')
+-- Only the fields this purchase needs: each costs ~600.
+local m
+if bought_field then
+  m = redis.call('HMGET', KEYS[1], 'gen', 'left', 'end', req_field or 'gen', bought_field)
+elseif req_field then
+  m = redis.call('HMGET', KEYS[1], 'gen', 'left', 'end', req_field)
+else
+  m = redis.call('HMGET', KEYS[1], 'gen', 'left', 'end')
+end
 if m[1] ~= gen then
   return 'no_sale'
 end
 -- The same order as purchase_batch.lua: a repeated request id gets its
 -- order back even once the sale has ended.
-if req_field and m[3] then
-  return m[3]
+if req_field and m[4] then
+  return m[4]
 end
-if ARGV[6] or m[5] ~= '0' then
+if ARGV[6] or m[3] ~= '0' then
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  if m[5] ~= '0' and now >= tonumber(m[5]) then
+  if m[3] ~= '0' and now >= tonumber(m[3]) then
     return 'ended'
   end
   if ARGV[6] and now < tonumber(ARGV[6]) then
     return 'not_started'
   end
 end
-local bought = bought_field and tonumber(m[4] or '0') + qty
+local bought = bought_field and tonumber(m[5] or '0') + qty
 if bought and bought > limit then
   return 'limit'
 end
@@ -76,6 +91,9 @@ local left = tonumber(m[2]) - qty
 if left < 0 then
   return 'sold_out'
 end
+-- Redis would write these numbers with '%.17g', far dearer than '%d'.
+left = string.format('%d', left)
+bought = bought and string.format('%d', bought)
 if not req_field then
   local entry = redis.call('XADD', KEYS[2], '*', 'b', gen, user, ARGV[3])
   if bought then

@@ -4,7 +4,7 @@ use super::{Answer, Ctx, outcome};
 use crate::error::Result;
 use crate::order::{Outcome, PurchaseRequest};
 use crate::sale::Sale;
-use crate::scripts::SCRIPTS;
+use crate::scripts::LIBRARY;
 
 pub(crate) struct Atomic {
     ctx: Ctx,
@@ -18,14 +18,13 @@ impl Atomic {
     }
 
     pub async fn purchase(&self, req: &PurchaseRequest) -> Result<Outcome> {
-        let mut invocation = SCRIPTS.purchase.prepare_invoke();
-        invocation.key(&self.ctx.keys.purchase()[..]);
+        let mut invocation = LIBRARY.call("purchase", &self.ctx.keys.purchase());
         let request = req.request_id.as_deref().unwrap_or("");
         self.args
             .each(&req.user_id, &req.quantity.to_string(), request, |arg| {
                 invocation.arg(arg);
             });
-        let answer: String = invocation.invoke_async(&mut self.ctx.conn.clone()).await?;
+        let answer: String = invocation.invoke(&mut self.ctx.conn.clone()).await?;
         outcome(&self.ctx, req, Answer::Text(&answer))
     }
 }

@@ -15,7 +15,7 @@ use tokio::sync::{Semaphore, mpsc, oneshot};
 use super::{Answer, Ctx, atomic, outcome};
 use crate::error::{Error, Result};
 use crate::order::{Outcome, PurchaseRequest};
-use crate::scripts::SCRIPTS;
+use crate::scripts::LIBRARY;
 
 /// Largest batch: the script unpacks up to four values per purchase into
 /// one command, and Redis's Lua `unpack` stops at about 8,000 values.
@@ -105,10 +105,8 @@ async fn gather(ctx: Ctx, config: CoalescerConfig, mut rx: mpsc::Receiver<Job>) 
 }
 
 async fn send(ctx: &Ctx, batch: Vec<Job>) {
-    let mut invocation = SCRIPTS.purchase_batch.prepare_invoke();
-    invocation
-        .key(&ctx.keys.purchase()[..])
-        .arg(ctx.sale.generation);
+    let mut invocation = LIBRARY.call("purchase_batch", &ctx.keys.purchase());
+    invocation.arg(ctx.sale.generation);
     for rule in atomic::rules(&ctx.sale) {
         invocation.arg(rule);
     }
@@ -119,7 +117,7 @@ async fn send(ctx: &Ctx, batch: Vec<Job>) {
             .arg(req.request_id.as_deref().unwrap_or(""));
     }
     let answers: redis::RedisResult<Vec<redis::Value>> =
-        invocation.invoke_async(&mut ctx.conn.clone()).await;
+        invocation.invoke(&mut ctx.conn.clone()).await;
     let failure = match answers {
         Ok(answers) if answers.len() == batch.len() + 1 => {
             let text = |v: &redis::Value| redis::from_redis_value_ref::<String>(v).ok();

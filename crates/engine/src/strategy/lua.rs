@@ -4,7 +4,7 @@
 use super::{Ctx, reserve_then_take};
 use crate::error::Result;
 use crate::order::{Outcome, PurchaseRequest};
-use crate::scripts::SCRIPTS;
+use crate::scripts::CLASSIC_DECR;
 
 pub(crate) struct Lua {
     ctx: Ctx,
@@ -19,11 +19,7 @@ impl Lua {
         let stock = &self.ctx.keys.stock;
         reserve_then_take(&self.ctx, req, |mut conn| async move {
             // The script answers Lua `true` (integer 1) or nil.
-            let taken: Option<i64> = SCRIPTS
-                .classic_decr
-                .key(stock)
-                .invoke_async(&mut conn)
-                .await?;
+            let taken: Option<i64> = CLASSIC_DECR.key(stock).invoke_async(&mut conn).await?;
             Ok(taken.is_some())
         })
         .await
