@@ -3,21 +3,11 @@
 //! after purchase), `inspect` (reading a sale back), `restore` (rebuilding
 //! from SQL), `bench` (benchmark commands).
 
-use std::time::Duration;
-
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use seckill_redis::{Conn, Target};
 
 use crate::error::Result;
 use crate::keys::SaleKeys;
 use crate::strategy::{CoalescerConfig, Ctx, Purchaser, Strategy};
-
-fn manager_config() -> ConnectionManagerConfig {
-    ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(Duration::from_secs(1)))
-        .set_response_timeout(Some(Duration::from_secs(2)))
-        .set_number_of_retries(0)
-        .set_max_delay(Duration::from_millis(200))
-}
 
 /// The sale engine. Cheap to clone.
 ///
@@ -31,7 +21,7 @@ fn manager_config() -> ConnectionManagerConfig {
 /// ```
 #[derive(Clone)]
 pub struct Engine {
-    pub(crate) conn: ConnectionManager,
+    pub(crate) conn: Conn,
     client: redis::Client,
     /// Made on first use by the `lock` strategy: it needs a subscription.
     locks: std::sync::Arc<tokio::sync::OnceCell<seckill_lock::Locks>>,
@@ -52,20 +42,8 @@ impl std::fmt::Debug for Engine {
 }
 
 /// A `redis::Client` for `url` with `TCP_NODELAY` on, as the engine, the
-/// persister and the tools make theirs: redis-rs leaves Nagle's algorithm
-/// on, which adds up to 40 ms to a small write after a read.
-///
-/// ```
-/// let client = seckill_engine::client("redis://127.0.0.1:6379/").unwrap();
-/// # drop(client);
-/// ```
-pub fn client(url: &str) -> Result<redis::Client> {
-    use redis::IntoConnectionInfo;
-    let info = url
-        .into_connection_info()?
-        .set_tcp_settings(redis::io::tcp::TcpSettings::default().set_nodelay(true));
-    Ok(redis::Client::open(info)?)
-}
+/// persister and the tools make theirs (see [`seckill_redis::client`]).
+pub use seckill_redis::client;
 
 impl Engine {
     /// Connects with `TCP_NODELAY`, a 1 s connect and a 2 s response
@@ -81,7 +59,7 @@ impl Engine {
     /// service can start, and recover, without it.
     pub fn connect_lazy(url: &str) -> Result<Self> {
         let client = client(url)?;
-        let conn = ConnectionManager::new_lazy_with_config(client.clone(), manager_config())?;
+        let conn = Target::server(url).connect_lazy()?;
         Ok(Self {
             conn,
             client,
@@ -92,7 +70,7 @@ impl Engine {
 
     /// A connection of the engine's kind, for tools beside it (reconnects
     /// by itself; a 2 s response timeout).
-    pub fn connection(&self) -> ConnectionManager {
+    pub fn connection(&self) -> Conn {
         self.conn.clone()
     }
 

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use redis::AsyncCommands;
-use redis::aio::ConnectionManager;
+use seckill_redis::Conn;
 
 use crate::engine::Engine;
 use crate::error::Result;
@@ -85,7 +85,7 @@ impl Engine {
 
 /// The order events of the sale's stream from entry `from` on.
 pub(crate) async fn stream_events(
-    conn: &mut ConnectionManager,
+    conn: &mut Conn,
     keys: &SaleKeys,
     from: &str,
 ) -> Result<Vec<Event>> {

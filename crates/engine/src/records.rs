@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use redis::AsyncCommands;
-use redis::aio::ConnectionManager;
+use seckill_redis::Conn;
 use serde::Serialize;
 
 use crate::error::Result;
@@ -40,10 +40,7 @@ pub(crate) fn order_id(sale: &str, generation: u64) -> String {
 }
 
 /// The baselines' per-day records of sale `keys`.
-pub(crate) async fn day_records(
-    conn: &mut ConnectionManager,
-    keys: &SaleKeys,
-) -> Result<Vec<LedgerEntry>> {
+pub(crate) async fn day_records(conn: &mut Conn, keys: &SaleKeys) -> Result<Vec<LedgerEntry>> {
     let mut entries = Vec::new();
     let days: Vec<String> = conn.smembers(&keys.days).await?;
     for day in days {

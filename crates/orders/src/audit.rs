@@ -352,10 +352,7 @@ fn live_units(orders: impl Iterator<Item = (OrderState, u32)>) -> u64 {
 }
 
 /// Entries not yet persisted, and the orders they concern.
-async fn backlog(
-    conn: &mut redis::aio::ConnectionManager,
-    sale: &str,
-) -> Result<(u64, HashSet<String>)> {
+async fn backlog(conn: &mut seckill_redis::Conn, sale: &str) -> Result<(u64, HashSet<String>)> {
     let key = &Engine::stream_key(sale)?;
     let start = match committed_floor(conn, sale).await? {
         Some(floor) => floor,

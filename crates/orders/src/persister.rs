@@ -16,8 +16,9 @@ use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
-use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::aio::ConnectionLike;
 use seckill_engine::{Engine, Event, StreamEntry};
+use seckill_redis::Conn;
 
 use crate::backlog::{SaleStream, committed_floor, in_flight};
 use crate::error::Result;
@@ -94,7 +95,7 @@ pub struct Persister {
     engine: Engine,
     store: Store,
     /// The engine's connection (its own: the engine is this persister's).
-    conn: ConnectionManager,
+    conn: Conn,
     config: PersisterConfig,
     /// sale id -> its keys, of sales whose group exists.
     streams: HashMap<String, SaleStream>,

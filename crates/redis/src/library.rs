@@ -10,8 +10,9 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use redis::aio::ConnectionLike;
-use redis::{Cmd, FromRedisValue, RedisError, RedisResult, ToRedisArgs};
+use redis::{Arg, Cmd, FromRedisValue, RedisError, RedisResult, ToRedisArgs};
+
+use crate::conn::Conn;
 
 const HEADER: &str = include_str!("lua/header.lua");
 
@@ -31,12 +32,11 @@ const HEADER: &str = include_str!("lua/header.lua");
 ///
 /// ```no_run
 /// # async fn run() -> redis::RedisResult<()> {
-/// use seckill_redis::Library;
+/// use seckill_redis::{Library, Target};
 /// let library = Library::builder("example")
 ///     .function("incr_to", &["return redis.call('INCRBY', KEYS[1], ARGV[1])"])
 ///     .build();
-/// let client = redis::Client::open("redis://127.0.0.1:6379/")?;
-/// let mut conn = client.get_multiplexed_async_connection().await?;
+/// let mut conn = Target::server("redis://127.0.0.1:6379/").connect().await?;
 /// let n: i64 = library.call("incr_to", &["counter"]).arg(5).invoke(&mut conn).await?;
 /// # Ok(()) }
 /// ```
@@ -155,15 +155,11 @@ impl Library {
         Call { library: self, cmd }
     }
 
-    /// Loads the library on the server `conn` reaches; one already there
-    /// (loaded by another process meanwhile) is fine.
-    pub async fn load<C: ConnectionLike>(&self, conn: &mut C) -> RedisResult<()> {
-        let loaded: RedisResult<String> = redis::cmd("FUNCTION")
-            .arg("LOAD")
-            .arg(&self.code)
-            .query_async(conn)
-            .await;
-        match loaded {
+    /// Loads the library where calls on `key` run (on a cluster, the
+    /// master of `key`'s slot); one already there (loaded by another
+    /// process meanwhile) is fine.
+    pub async fn load(&self, conn: &mut Conn, key: &[u8]) -> RedisResult<()> {
+        match conn.function_load(&self.code, key).await {
             Ok(_) => Ok(()),
             Err(e) if detail_starts(&e, "Library '") && detail_has(&e, "already exists") => Ok(()),
             Err(e) => Err(e),
@@ -185,14 +181,17 @@ impl Call<'_> {
         self
     }
 
-    /// Sends the call, loading the library first if the server lacks it.
-    pub async fn invoke<T: FromRedisValue, C: ConnectionLike>(
-        &self,
-        conn: &mut C,
-    ) -> RedisResult<T> {
+    /// Sends the call, loading the library first if the node that runs it
+    /// lacks it.
+    pub async fn invoke<T: FromRedisValue>(&self, conn: &mut Conn) -> RedisResult<T> {
         match self.cmd.query_async(conn).await {
             Err(e) if detail_starts(&e, "Function not found") => {
-                self.library.load(conn).await?;
+                // FCALL <name> <numkeys> <first key> …: the key routes the load.
+                let key = match self.cmd.args_iter().nth(3) {
+                    Some(Arg::Simple(key)) => key,
+                    _ => &[][..],
+                };
+                self.library.load(conn, key).await?;
                 self.cmd.query_async(conn).await
             }
             answer => answer,

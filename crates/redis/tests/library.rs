@@ -1,8 +1,9 @@
 //! A library on a real redis-server: loaded on first use and again after
-//! `FUNCTION FLUSH`, two versions side by side, errors passed through.
+//! `FUNCTION FLUSH`, two versions side by side, errors passed through; on a
+//! cluster, loaded node by node and still there after a failover.
 
-use seckill_redis::Library;
-use seckill_testkit::RedisServer;
+use seckill_redis::{Library, Target};
+use seckill_testkit::{RedisCluster, RedisServer};
 
 fn counter(step: &str) -> Library {
     Library::builder("test_counter")
@@ -21,8 +22,7 @@ fn counter(step: &str) -> Library {
 #[tokio::test]
 async fn calls_load_the_library_when_the_server_lacks_it() {
     let server = RedisServer::start().unwrap();
-    let client = redis::Client::open(server.url()).unwrap();
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let mut conn = Target::server(&server.url()).connect().await.unwrap();
     let one = counter("1");
     let ten = counter("10");
 
@@ -72,11 +72,11 @@ async fn calls_load_the_library_when_the_server_lacks_it() {
     assert_eq!(seen, "14");
 
     // Loading what is there already is fine.
-    one.load(&mut conn).await.unwrap();
+    one.load(&mut conn, b"c").await.unwrap();
 
     let e = one
         .call("fail", &["c"])
-        .invoke::<redis::Value, _>(&mut conn)
+        .invoke::<redis::Value>(&mut conn)
         .await
         .unwrap_err();
     assert_eq!(e.code(), Some("REFUSED"), "{e}");
@@ -86,16 +86,8 @@ async fn calls_load_the_library_when_the_server_lacks_it() {
 async fn a_read_only_function_runs_on_a_replica() {
     let master = RedisServer::start().unwrap();
     let replica = RedisServer::start().unwrap();
-    let mut m = redis::Client::open(master.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    let mut r = redis::Client::open(replica.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut m = Target::server(&master.url()).connect().await.unwrap();
+    let mut r = Target::server(&replica.url()).connect().await.unwrap();
     // Full sync at once, not after the default 5 s wait for more replicas.
     let () = redis::cmd("CONFIG")
         .arg("SET")
@@ -135,5 +127,54 @@ async fn a_read_only_function_runs_on_a_replica() {
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             }
         }
+    }
+}
+
+#[tokio::test]
+async fn on_a_cluster_each_master_loads_it_and_a_promoted_replica_has_it() {
+    let cluster = RedisCluster::start(3, 1).unwrap();
+    let target = Target::cluster(&cluster.addresses().join(",")).unwrap();
+    let mut conn = target.connect().await.unwrap();
+    let lib = counter("1");
+    // Keys in every master's slots: each call loads the library where it runs.
+    let keys: Vec<String> = (0..30).map(|i| format!("{{k{i}}}:n")).collect();
+    for key in &keys {
+        let n: i64 = lib
+            .call("bump", &[key])
+            .arg(1)
+            .invoke(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(n, 1);
+    }
+    let masters = cluster.masters().unwrap();
+    let mut owners = std::collections::HashSet::new();
+    for key in &keys {
+        owners.insert(cluster.master_of(cluster.slot_of(key).unwrap()).unwrap());
+    }
+    assert_eq!(owners.len(), masters.len(), "the keys reach every master");
+
+    // Promote a replica: it already has the library, by replication.
+    let owner = cluster
+        .master_of(cluster.slot_of(&keys[0]).unwrap())
+        .unwrap();
+    let replica = cluster.replicas_of(owner).unwrap()[0];
+    cluster.failover(replica).unwrap();
+    let out = std::process::Command::new("redis-cli")
+        .args(["-p", &replica.to_string(), "function", "list"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(lib.name()),
+        "the promoted replica lacks the library"
+    );
+    for key in &keys {
+        let n: i64 = lib
+            .call("bump", &[key])
+            .arg(1)
+            .invoke(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(n, 2, "{key}");
     }
 }

@@ -26,7 +26,7 @@ pub struct AppState {
     /// Sales this instance saw sell out, and when.
     sold_out: RwLock<HashMap<String, Instant>>,
     /// For the stream backlog gauge.
-    pub redis: redis::aio::ConnectionManager,
+    pub redis: seckill_redis::Conn,
     /// How long a request body may take once its header is in: the
     /// connections' header timeout.
     pub body_deadline: Duration,
@@ -38,7 +38,7 @@ impl AppState {
         store: Store,
         admin_token: String,
         limiter: Limiter,
-        redis: redis::aio::ConnectionManager,
+        redis: seckill_redis::Conn,
         body_deadline: Duration,
     ) -> Self {
         Self {

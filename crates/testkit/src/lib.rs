@@ -9,6 +9,8 @@
 //!   directory; waits for `PING`, kills the process on drop, can be killed,
 //!   paused and restarted (keeping its data directory, so AOF survives).
 //! - [`Options`]: persistence settings and extra `redis-server` arguments.
+//! - `cluster`: [`RedisCluster`], a local Redis Cluster of such servers,
+//!   with failover, slot moves, kills and pauses for drills.
 //!
 //! ```no_run
 //! let server = seckill_testkit::RedisServer::start().unwrap();
@@ -23,6 +25,10 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+mod cluster;
+
+pub use cluster::RedisCluster;
 
 /// How long a fresh server may take to answer `PING` before we give up.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -45,6 +51,7 @@ pub struct Options {
     aof: Option<Fsync>,
     args: Vec<String>,
     binary: Option<PathBuf>,
+    cluster: bool,
 }
 
 impl Options {
@@ -68,13 +75,28 @@ impl Options {
         self
     }
 
+    /// A cluster node (`cluster-enabled yes`, node timeout 2 s) on a port
+    /// whose cluster bus port (port + 10000) is free too; see
+    /// [`RedisCluster`].
+    pub fn cluster_node(mut self) -> Self {
+        self.cluster = true;
+        self.arg("cluster-enabled", "yes")
+            .arg("cluster-config-file", "nodes.conf")
+            .arg("cluster-node-timeout", "2000")
+    }
+
     /// Starts a server with these options.
     pub fn start(self) -> io::Result<RedisServer> {
         let mut last_err = io::Error::other("no free port found");
         for _ in 0..PORT_ATTEMPTS {
+            let port = if self.cluster {
+                free_cluster_port()?
+            } else {
+                free_port()?
+            };
             let mut server = RedisServer {
                 child: None,
-                port: free_port()?,
+                port,
                 options: self.clone(),
                 dir: tempfile::Builder::new()
                     .prefix("seckill-redis-")
@@ -309,6 +331,17 @@ fn free_port() -> io::Result<u16> {
     Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
         .local_addr()?
         .port())
+}
+
+/// A free port below 55536 whose port + 10000 (the cluster bus) is free too.
+fn free_cluster_port() -> io::Result<u16> {
+    for _ in 0..1000 {
+        let port = free_port()?;
+        if port < 55536 && TcpListener::bind((Ipv4Addr::LOCALHOST, port + 10000)).is_ok() {
+            return Ok(port);
+        }
+    }
+    Err(io::Error::other("no free port pair for a cluster node"))
 }
 
 /// One `PING` over a plain socket: the server is up when it answers `+PONG`.

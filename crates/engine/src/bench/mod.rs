@@ -41,7 +41,9 @@ impl Engine {
     ) -> Result<Vec<String>> {
         let sale = self.sale(id).await?;
         let keys = SaleKeys::new(id)?;
-        LIBRARY.load(&mut self.conn.clone()).await?;
+        LIBRARY
+            .load(&mut self.conn.clone(), keys.sale.as_bytes())
+            .await?;
         let name = LIBRARY.function_name("purchase").to_owned();
         let mut command = vec!["FCALL".to_owned(), name, "2".to_owned()];
         command.extend(keys.purchase().map(str::to_owned));
@@ -59,7 +61,9 @@ impl Engine {
     pub async fn floor_command(&self, id: &str, refusal: bool) -> Result<Vec<String>> {
         let sale = self.sale(id).await?;
         let keys = SaleKeys::new(id)?;
-        FLOOR.load(&mut self.conn.clone()).await?;
+        FLOOR
+            .load(&mut self.conn.clone(), keys.sale.as_bytes())
+            .await?;
         let mut command = vec![
             "FCALL".to_owned(),
             FLOOR.function_name("floor").to_owned(),

@@ -17,7 +17,7 @@ mod watch;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use redis::aio::ConnectionManager;
+use seckill_redis::Conn;
 use serde::Serialize;
 
 pub use coalesced::CoalescerConfig;
@@ -103,7 +103,7 @@ impl Strategy {
 /// What every strategy works with: a connection and the sale it sells.
 #[derive(Clone)]
 pub(crate) struct Ctx {
-    pub conn: ConnectionManager,
+    pub conn: Conn,
     pub keys: SaleKeys,
     pub sale: Sale,
 }
@@ -133,7 +133,7 @@ impl Ctx {
 /// stays reserved, since the unit may have been taken.
 async fn reserve_then_take<F, Fut>(ctx: &Ctx, req: &PurchaseRequest, take: F) -> Result<Outcome>
 where
-    F: FnOnce(ConnectionManager) -> Fut,
+    F: FnOnce(Conn) -> Fut,
     Fut: Future<Output = Result<bool>>,
 {
     use redis::AsyncCommands;

@@ -1,0 +1,198 @@
+//! [`Target`] and [`Conn`]: which Redis the system talks to (one server or
+//! a cluster) and the client settings for it, decided here once; every
+//! crate above takes a [`Conn`] and never asks which kind it is.
+
+use std::time::Duration;
+
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+use redis::{Cmd, IntoConnectionInfo, Pipeline, RedisFuture, RedisResult, Value};
+
+/// Longest wait to open a connection to a node.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// Longest wait for one answer. A flash sale would rather answer "try
+/// again" than hold a buyer: no command waits longer than this, retries
+/// included.
+pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Where Redis is.
+///
+/// ```
+/// use seckill_redis::Target;
+/// let one = Target::server("redis://127.0.0.1:6379/");
+/// let cluster = Target::cluster("127.0.0.1:7000,127.0.0.1:7001").unwrap();
+/// assert!(!one.is_cluster() && cluster.is_cluster());
+/// ```
+#[derive(Clone, Debug)]
+pub enum Target {
+    /// One server, by URL.
+    Server(String),
+    /// A Redis Cluster, by seed nodes (`redis://` URLs); the client learns
+    /// the rest of the cluster from them.
+    Cluster(Vec<String>),
+}
+
+impl Target {
+    /// One server at `url`.
+    pub fn server(url: &str) -> Self {
+        Self::Server(url.to_owned())
+    }
+
+    /// A cluster from a comma-separated list of seed nodes, each
+    /// `host:port` or a `redis://` URL.
+    pub fn cluster(nodes: &str) -> RedisResult<Self> {
+        let nodes: Vec<String> = nodes
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(|n| {
+                if n.contains("://") {
+                    n.to_owned()
+                } else {
+                    format!("redis://{n}/")
+                }
+            })
+            .collect();
+        if nodes.is_empty() {
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::InvalidClientConfig,
+                "a cluster needs at least one seed node",
+            )));
+        }
+        for node in &nodes {
+            node.as_str().into_connection_info()?;
+        }
+        Ok(Self::Cluster(nodes))
+    }
+
+    /// Whether this is a cluster.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self, Self::Cluster(_))
+    }
+
+    /// A connection that (re)connects on use and fails fast while Redis is
+    /// away, so a service can start, and recover, without it.
+    pub fn connect_lazy(&self) -> RedisResult<Conn> {
+        match self {
+            Self::Server(url) => {
+                let config = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(CONNECT_TIMEOUT))
+                    .set_response_timeout(Some(RESPONSE_TIMEOUT))
+                    .set_number_of_retries(0)
+                    .set_max_delay(Duration::from_millis(200));
+                let manager = ConnectionManager::new_lazy_with_config(client(url)?, config)?;
+                Ok(Conn(Inner::Server(manager)))
+            }
+            Self::Cluster(nodes) => {
+                let nodelay = redis::io::tcp::TcpSettings::default().set_nodelay(true);
+                // Short waits between retries (MOVED, ASK, TRYAGAIN during a
+                // slot move or a failover), all inside the response timeout.
+                let client = ClusterClient::builder(nodes.iter().map(String::as_str))
+                    .tcp_settings(nodelay)
+                    .connection_timeout(CONNECT_TIMEOUT)
+                    .response_timeout(RESPONSE_TIMEOUT)
+                    .overall_response_timeout(Some(RESPONSE_TIMEOUT))
+                    .retries(8)
+                    .min_retry_wait(10)
+                    .max_retry_wait(200)
+                    .build()?;
+                let conn = client.get_pending_async_connection_with_config(Default::default());
+                Ok(Conn(Inner::Cluster(conn)))
+            }
+        }
+    }
+
+    /// Like [`Target::connect_lazy`], but fails now if Redis does not answer.
+    pub async fn connect(&self) -> RedisResult<Conn> {
+        let mut conn = self.connect_lazy()?;
+        let () = redis::cmd("PING").query_async(&mut conn).await?;
+        Ok(conn)
+    }
+}
+
+/// A `redis::Client` for `url` with `TCP_NODELAY` on: redis-rs leaves
+/// Nagle's algorithm on, which adds up to 40 ms to a small write after a
+/// read.
+///
+/// ```
+/// let client = seckill_redis::client("redis://127.0.0.1:6379/").unwrap();
+/// # drop(client);
+/// ```
+pub fn client(url: &str) -> RedisResult<redis::Client> {
+    let info = url
+        .into_connection_info()?
+        .set_tcp_settings(redis::io::tcp::TcpSettings::default().set_nodelay(true));
+    redis::Client::open(info)
+}
+
+/// A connection to a [`Target`], used as any redis-rs async connection.
+/// Cheap to clone: clones share it.
+#[derive(Clone)]
+pub struct Conn(Inner);
+
+#[derive(Clone)]
+enum Inner {
+    Server(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self.0 {
+            Inner::Server(_) => "Conn(server)",
+            Inner::Cluster(_) => "Conn(cluster)",
+        })
+    }
+}
+
+impl Conn {
+    /// Sends `FUNCTION LOAD` of `code` where a call on `key` runs: the one
+    /// server, or the master that serves `key`'s slot. A library is loaded
+    /// node by node as calls find it missing, so one unreachable node does
+    /// not stop the others (a promoted replica has it already).
+    pub(crate) async fn function_load(&mut self, code: &str, key: &[u8]) -> RedisResult<Value> {
+        let mut cmd = redis::cmd("FUNCTION");
+        cmd.arg("LOAD").arg(code);
+        match &mut self.0 {
+            Inner::Server(c) => cmd.query_async(c).await,
+            Inner::Cluster(c) => {
+                let route = Route::with_key(key, SlotAddr::Master);
+                c.route_command(
+                    cmd,
+                    RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)),
+                )
+                .await
+            }
+        }
+    }
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match &mut self.0 {
+            Inner::Server(c) => c.req_packed_command(cmd),
+            Inner::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match &mut self.0 {
+            Inner::Server(c) => c.req_packed_commands(cmd, offset, count),
+            Inner::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match &self.0 {
+            Inner::Server(c) => c.get_db(),
+            Inner::Cluster(c) => c.get_db(),
+        }
+    }
+}

@@ -1,0 +1,288 @@
+//! [`RedisCluster`]: a local Redis Cluster of private servers, with the
+//! operations fault drills need. Cluster commands go through `redis-cli`
+//! (which `--cluster create` needs anyway), so this crate stays free of a
+//! Redis client.
+
+use std::io;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::{Options, RedisServer};
+
+/// How long a cluster may take to agree on its state after a change.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// A local Redis Cluster: masters and their replicas, each a
+/// [`RedisServer`] on a free port whose bus port (+10000) is free too.
+/// Dropping it kills every node.
+///
+/// ```no_run
+/// let cluster = seckill_testkit::RedisCluster::start(3, 1).unwrap();
+/// println!("seed nodes: {:?}", cluster.addresses());
+/// ```
+#[derive(Debug)]
+pub struct RedisCluster {
+    nodes: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    /// Starts `masters` masters (at least 3) with `replicas` replicas each,
+    /// creates the cluster with every slot assigned, and waits until every
+    /// node says `cluster_state:ok`. About 2 s for 3 + 3.
+    pub fn start(masters: usize, replicas: usize) -> io::Result<Self> {
+        if masters < 3 {
+            return Err(io::Error::other("a cluster needs at least 3 masters"));
+        }
+        let nodes = (0..masters * (1 + replicas))
+            .map(|_| Options::default().cluster_node().start())
+            .collect::<io::Result<Vec<_>>>()?;
+        let cluster = Self { nodes };
+        let mut create = vec!["--cluster".to_owned(), "create".to_owned()];
+        create.extend(cluster.addresses());
+        create.extend([
+            "--cluster-replicas".to_owned(),
+            replicas.to_string(),
+            "--cluster-yes".to_owned(),
+        ]);
+        let output = Command::new("redis-cli").args(&create).output()?;
+        if !output.status.success() {
+            return Err(io::Error::other(format!(
+                "redis-cli --cluster create failed: {}",
+                String::from_utf8_lossy(&output.stdout)
+            )));
+        }
+        cluster.wait_ok()?;
+        // A replica counts once it has synced with its master.
+        let deadline = Instant::now() + SETTLE_TIMEOUT;
+        for master in cluster.masters()? {
+            while cluster.replicas_of(master)?.len() < replicas {
+                settle_or_fail(deadline, "replicas to attach")?;
+            }
+        }
+        Ok(cluster)
+    }
+
+    /// `127.0.0.1:PORT` of every node, masters and replicas.
+    pub fn addresses(&self) -> Vec<String> {
+        self.nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port()))
+            .collect()
+    }
+
+    /// The node on `port`, to kill, pause, resume or restart it.
+    ///
+    /// # Panics
+    /// If no node of this cluster listens on `port`.
+    pub fn node(&mut self, port: u16) -> &mut RedisServer {
+        self.nodes
+            .iter_mut()
+            .find(|n| n.port() == port)
+            .unwrap_or_else(|| panic!("no cluster node on port {port}"))
+    }
+
+    /// Ports of the masters serving slots now, as the first node that
+    /// answers sees them.
+    pub fn masters(&self) -> io::Result<Vec<u16>> {
+        Ok(self
+            .view()?
+            .iter()
+            .filter(|n| n.master && !n.failed && !n.slots.is_empty())
+            .map(|n| n.port)
+            .collect())
+    }
+
+    /// Port of the master serving `slot` now.
+    pub fn master_of(&self, slot: u16) -> io::Result<u16> {
+        self.view()?
+            .iter()
+            .find(|n| n.master && !n.failed && n.slots.iter().any(|r| r.contains(&slot)))
+            .map(|n| n.port)
+            .ok_or_else(|| io::Error::other(format!("no master serves slot {slot}")))
+    }
+
+    /// Ports of the healthy replicas of master `port`.
+    pub fn replicas_of(&self, port: u16) -> io::Result<Vec<u16>> {
+        let view = self.view()?;
+        let Some(id) = view.iter().find(|n| n.port == port).map(|n| n.id.clone()) else {
+            return Ok(Vec::new());
+        };
+        Ok(view
+            .iter()
+            .filter(|n| !n.master && !n.failed && n.master_id == id)
+            .map(|n| n.port)
+            .collect())
+    }
+
+    /// The slot of `key` (its hash tag's, if it has one).
+    pub fn slot_of(&self, key: &str) -> io::Result<u16> {
+        let answer = self.on_any(&["cluster", "keyslot", key])?;
+        answer
+            .parse()
+            .map_err(|_| io::Error::other(format!("CLUSTER KEYSLOT answered {answer:?}")))
+    }
+
+    /// Promotes replica `port` with `CLUSTER FAILOVER` (its master agrees,
+    /// nothing is lost) and waits until the cluster agrees.
+    pub fn failover(&self, replica: u16) -> io::Result<()> {
+        cli(replica, &["cluster", "failover"])?;
+        let deadline = Instant::now() + SETTLE_TIMEOUT;
+        while !cli(replica, &["role"])?.starts_with("master") {
+            settle_or_fail(deadline, "the failover")?;
+        }
+        self.wait_ok()
+    }
+
+    /// Moves `slot` and its keys to master `to`, as `redis-cli --cluster
+    /// reshard` does: importing/migrating, `MIGRATE` in batches, then
+    /// `SETSLOT NODE` on every master. Commands on the slot meanwhile get
+    /// `ASK` or `TRYAGAIN`.
+    pub fn move_slot(&self, slot: u16, to: u16) -> io::Result<()> {
+        let from = self.master_of(slot)?;
+        if from == to {
+            return Ok(());
+        }
+        let slot_arg = slot.to_string();
+        let from_id = cli(from, &["cluster", "myid"])?;
+        let to_id = cli(to, &["cluster", "myid"])?;
+        cli(
+            to,
+            &["cluster", "setslot", &slot_arg, "importing", &from_id],
+        )?;
+        cli(
+            from,
+            &["cluster", "setslot", &slot_arg, "migrating", &to_id],
+        )?;
+        let to_port = to.to_string();
+        loop {
+            let keys = cli(from, &["cluster", "getkeysinslot", &slot_arg, "100"])?;
+            if keys.is_empty() {
+                break;
+            }
+            let mut migrate = vec!["migrate", "127.0.0.1", &to_port, "", "0", "5000", "keys"];
+            migrate.extend(keys.lines());
+            cli(from, &migrate)?;
+        }
+        for master in self.masters()? {
+            cli(master, &["cluster", "setslot", &slot_arg, "node", &to_id])?;
+        }
+        self.wait_ok()
+    }
+
+    /// Waits until every node that runs and answers says
+    /// `cluster_state:ok`.
+    pub fn wait_ok(&self) -> io::Result<()> {
+        let deadline = Instant::now() + SETTLE_TIMEOUT;
+        for node in &self.nodes {
+            loop {
+                match cli(node.port(), &["cluster", "info"]) {
+                    Ok(info) if info.contains("cluster_state:ok") => break,
+                    // A killed or paused node has no say.
+                    Err(_) => break,
+                    Ok(_) => settle_or_fail(deadline, "cluster_state:ok")?,
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `CLUSTER NODES` as the first node that answers sees it.
+    fn view(&self) -> io::Result<Vec<NodeLine>> {
+        Ok(self
+            .on_any(&["cluster", "nodes"])?
+            .lines()
+            .filter_map(NodeLine::parse)
+            .collect())
+    }
+
+    fn on_any(&self, args: &[&str]) -> io::Result<String> {
+        let mut last = io::Error::other("no node answers");
+        for node in &self.nodes {
+            match cli(node.port(), args) {
+                Ok(answer) => return Ok(answer),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+}
+
+/// One line of `CLUSTER NODES`.
+struct NodeLine {
+    id: String,
+    port: u16,
+    master: bool,
+    failed: bool,
+    master_id: String,
+    slots: Vec<std::ops::RangeInclusive<u16>>,
+}
+
+impl NodeLine {
+    /// `<id> <ip:port@bus> <flags> <master> <ping> <pong> <epoch> <link> <slot>...`
+    fn parse(line: &str) -> Option<Self> {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let port = fields
+            .get(1)?
+            .split('@')
+            .next()?
+            .rsplit(':')
+            .next()?
+            .parse()
+            .ok()?;
+        let flags = fields.get(2)?;
+        let slots = fields
+            .iter()
+            .skip(8)
+            // "[slot->-id]" entries are migrations in progress, not ranges.
+            .filter(|s| !s.starts_with('['))
+            .filter_map(|s| match s.split_once('-') {
+                Some((a, b)) => Some(a.parse().ok()?..=b.parse().ok()?),
+                None => {
+                    let n = s.parse().ok()?;
+                    Some(n..=n)
+                }
+            })
+            .collect();
+        Some(Self {
+            id: fields[0].to_owned(),
+            port,
+            master: flags.contains("master"),
+            failed: flags.contains("fail") && !flags.contains("fail?"),
+            master_id: fields.get(3)?.to_string(),
+            slots,
+        })
+    }
+}
+
+/// Runs `redis-cli -p PORT ARGS…` with a short timeout; its answer, or an
+/// error for an error reply or an unreachable node.
+fn cli(port: u16, args: &[&str]) -> io::Result<String> {
+    let output = Command::new("timeout")
+        .args(["2", "redis-cli", "-p", &port.to_string()])
+        .args(args)
+        .output()?;
+    let text = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    let failed = !output.status.success()
+        || text.starts_with("ERR")
+        || text.starts_with("Could not connect")
+        || text.starts_with("(error)");
+    if failed {
+        return Err(io::Error::other(format!(
+            "redis-cli -p {port} {}: {text}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr).trim()
+        )));
+    }
+    Ok(text)
+}
+
+fn settle_or_fail(deadline: Instant, what: &str) -> io::Result<()> {
+    if Instant::now() > deadline {
+        return Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("the cluster did not settle: waiting for {what}"),
+        ));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    Ok(())
+}
