@@ -22,7 +22,10 @@ use crate::strategy::{CoalescerConfig, Ctx, Purchaser, Strategy};
 #[derive(Clone)]
 pub struct Engine {
     pub(crate) conn: Conn,
-    client: redis::Client,
+    /// For the classic `lock` and `watch` strategies, which need
+    /// connections of their own to one server; `None` on a cluster.
+    client: Option<redis::Client>,
+    target: Target,
     /// Made on first use by the `lock` strategy: it needs a subscription.
     locks: std::sync::Arc<tokio::sync::OnceCell<seckill_lock::Locks>>,
     coalescer: CoalescerConfig,
@@ -30,12 +33,14 @@ pub struct Engine {
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // The address only: the client's full connection info holds the password.
+        // Addresses only: connection info can hold a password.
+        let redis = match (&self.client, &self.target) {
+            (Some(client), _) => client.get_connection_info().addr().to_string(),
+            (None, Target::Cluster(nodes)) => format!("a cluster ({} seed nodes)", nodes.len()),
+            (None, Target::Server(_)) => "one server".to_owned(),
+        };
         f.debug_struct("Engine")
-            .field(
-                "redis",
-                &self.client.get_connection_info().addr().to_string(),
-            )
+            .field("redis", &redis)
             .field("coalescer", &self.coalescer)
             .finish_non_exhaustive()
     }
@@ -58,14 +63,42 @@ impl Engine {
     /// (re)connects as needed and fails fast while Redis is away, so a
     /// service can start, and recover, without it.
     pub fn connect_lazy(url: &str) -> Result<Self> {
-        let client = client(url)?;
-        let conn = Target::server(url).connect_lazy()?;
+        Self::connect_target_lazy(&Target::server(url))
+    }
+
+    /// Connects to `target`, one server or a cluster, and fails if it
+    /// cannot be reached now.
+    ///
+    /// ```no_run
+    /// # async fn run() -> seckill_engine::Result<()> {
+    /// let target = seckill_redis::Target::cluster("127.0.0.1:7000,127.0.0.1:7001")?;
+    /// let engine = seckill_engine::Engine::connect_target(&target).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect_target(target: &Target) -> Result<Self> {
+        let engine = Self::connect_target_lazy(target)?;
+        engine.ping().await?;
+        Ok(engine)
+    }
+
+    /// Like [`Engine::connect_target`], without waiting for Redis.
+    pub fn connect_target_lazy(target: &Target) -> Result<Self> {
+        let client = match target {
+            Target::Server(url) => Some(client(url)?),
+            Target::Cluster(_) => None,
+        };
         Ok(Self {
-            conn,
+            conn: target.connect_lazy()?,
             client,
+            target: target.clone(),
             locks: std::sync::Arc::default(),
             coalescer: CoalescerConfig::default(),
         })
+    }
+
+    /// Where this engine's Redis is.
+    pub fn target(&self) -> &Target {
+        &self.target
     }
 
     /// A connection of the engine's kind, for tools beside it (reconnects
@@ -97,16 +130,16 @@ impl Engine {
             keys: SaleKeys::new(id)?,
             sale,
         };
-        let locks = match strategy {
-            Strategy::Lock => Some(
+        let locks = match (strategy, &self.client) {
+            (Strategy::Lock, Some(client)) => Some(
                 self.locks
-                    .get_or_try_init(|| seckill_lock::Locks::new(self.client.clone()))
+                    .get_or_try_init(|| seckill_lock::Locks::new(client.clone()))
                     .await?
                     .clone(),
             ),
             _ => None,
         };
-        Purchaser::new(strategy, ctx, locks, &self.client, self.coalescer)
+        Purchaser::new(strategy, ctx, locks, self.client.as_ref(), self.coalescer)
     }
 
     pub(crate) async fn load(&self, script: &redis::Script) -> Result<String> {

@@ -117,7 +117,17 @@ impl Persister {
     /// A persister on `redis_url`. It does not wait for Redis: while Redis
     /// is away its rounds fail and are retried, and it reconnects by itself.
     pub async fn new(redis_url: &str, store: Store, config: PersisterConfig) -> Result<Self> {
-        let engine = Engine::connect_lazy(redis_url)?;
+        Self::with_target(&seckill_redis::Target::server(redis_url), store, config).await
+    }
+
+    /// A persister on `target`, one server or a cluster; as
+    /// [`Persister::new`] otherwise.
+    pub async fn with_target(
+        target: &seckill_redis::Target,
+        store: Store,
+        config: PersisterConfig,
+    ) -> Result<Self> {
+        let engine = Engine::connect_target_lazy(target)?;
         let conn = engine.connection();
         Ok(Self {
             engine,

@@ -212,9 +212,15 @@ impl Purchaser {
         strategy: Strategy,
         ctx: Ctx,
         locks: Option<seckill_lock::Locks>,
-        client: &redis::Client,
+        client: Option<&redis::Client>,
         coalescer: CoalescerConfig,
     ) -> Result<Self> {
+        let sale = ctx.sale.id.clone();
+        let one_server = move || Error::Unsupported {
+            strategy: strategy.name(),
+            sale,
+            reason: "runs on one Redis server, not on a cluster",
+        };
         if ctx.sale.inventory != strategy.inventory() {
             return Err(Error::Unsupported {
                 strategy: strategy.name(),
@@ -229,10 +235,13 @@ impl Purchaser {
         let per_user_limit = ctx.sale.per_user_limit;
         let imp = match strategy {
             Strategy::Lock => {
-                let locks = locks.ok_or(Error::Closed)?;
+                let locks = locks.ok_or_else(one_server)?;
                 Imp::Lock(locked::Locked::new(ctx, &locks)?)
             }
-            Strategy::Watch => Imp::Watch(watch::Watch::new(ctx, client.clone())),
+            Strategy::Watch => Imp::Watch(watch::Watch::new(
+                ctx,
+                client.ok_or_else(one_server)?.clone(),
+            )),
             Strategy::List => Imp::List(list::List::new(ctx)),
             Strategy::Lua => Imp::Lua(lua::Lua::new(ctx)),
             Strategy::Atomic => Imp::Atomic(atomic::Atomic::new(ctx)),
