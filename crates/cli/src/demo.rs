@@ -53,7 +53,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     let token = format!("{:032x}", rand::random::<u128>());
     let running = seckill_service::start(seckill_service::Config {
         listen: "127.0.0.1:0".parse()?,
-        redis_url: redis_url.clone(),
+        redis: seckill_redis::Target::server(&redis_url),
         database_url: database.clone(),
         admin_token: token.clone(),
         rate_per_user: 50.0,

@@ -37,16 +37,17 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         claim_idle: Duration::from_secs(args.claim_idle_secs),
         ..PersisterConfig::default()
     };
-    let persister = Persister::new(&args.stores.redis_url, store.clone(), config)
+    let redis = args.stores.redis()?;
+    let persister = Persister::with_target(&redis, store.clone(), config)
         .await
-        .with_context(|| format!("connecting to {}", args.stores.redis_url))?;
+        .with_context(|| format!("connecting to {redis}"))?;
     eprintln!(
-        "persisting orders from {} into {}",
-        args.stores.redis_url, args.stores.database_url
+        "persisting orders from {redis} into {}",
+        args.stores.database_url
     );
     let mut sweepers = Vec::new();
     if !args.no_sweeper {
-        let engine = Engine::connect(&args.stores.redis_url).await?;
+        let engine = Engine::connect_target(&redis).await?;
         sweepers.push(tokio::spawn(sweep_forever(
             engine.clone(),
             Duration::from_millis(200),

@@ -63,7 +63,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     );
     let config = seckill_service::Config {
         listen: args.listen,
-        redis_url: args.stores.redis_url,
+        redis: args.stores.redis()?,
         database_url: args.stores.database_url,
         admin_token: args.admin_token,
         rate_per_user: args.rate_per_user,

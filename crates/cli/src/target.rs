@@ -48,6 +48,15 @@ pub struct Stores {
         default_value = "redis://127.0.0.1:6379/"
     )]
     pub redis_url: String,
+    /// A Redis Cluster instead of `--redis-url`: seed nodes as
+    /// `host:port[,host:port…]` (or `redis://` URLs).
+    #[arg(
+        long,
+        env = "SECKILL_REDIS_CLUSTER",
+        value_name = "NODE[,NODE…]",
+        conflicts_with = "redis_url"
+    )]
+    pub redis_cluster: Option<String>,
     /// The order database: a SQLite file path, `sqlite:PATH`,
     /// `sqlite://PATH`, a `postgres://` URL or a `mysql://` URL (MySQL 8,
     /// MariaDB 10.11).
@@ -56,15 +65,25 @@ pub struct Stores {
 }
 
 impl Stores {
+    /// Where Redis is: `--redis-cluster` if given, else `--redis-url`.
+    pub fn redis(&self) -> Result<seckill_redis::Target> {
+        match &self.redis_cluster {
+            Some(nodes) => seckill_redis::Target::cluster(nodes)
+                .with_context(|| format!("--redis-cluster {nodes:?}")),
+            None => Ok(seckill_redis::Target::server(&self.redis_url)),
+        }
+    }
+
     /// Opens the order database (migrating it) and connects to Redis,
     /// naming whichever failed.
     pub async fn open(&self) -> Result<(seckill_engine::Engine, seckill_orders::Store)> {
         let store = seckill_orders::Store::open(&self.database_url)
             .await
             .with_context(|| format!("opening {}", self.database_url))?;
-        let engine = seckill_engine::Engine::connect(&self.redis_url)
+        let redis = self.redis()?;
+        let engine = seckill_engine::Engine::connect_target(&redis)
             .await
-            .with_context(|| format!("connecting to {}", self.redis_url))?;
+            .with_context(|| format!("connecting to {redis}"))?;
         Ok((engine, store))
     }
 }

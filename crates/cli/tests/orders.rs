@@ -251,3 +251,78 @@ async fn persist_archives_a_finished_sale_when_due() {
         &["serve", "--admin-token", "t", "--archive-after", "1e9"],
     ]);
 }
+
+/// `--redis-cluster` instead of `--redis-url`: `persist` drains a sale on a
+/// local cluster and `audit` finds it clean; both flags at once are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn persist_and_audit_run_on_a_cluster() {
+    let cluster = seckill_testkit::RedisCluster::start(3, 1).unwrap();
+    let nodes = cluster.addresses().join(",");
+    let engine = Engine::connect_target(&seckill_redis::Target::cluster(&nodes).unwrap())
+        .await
+        .unwrap();
+    engine
+        .create_sale(&SaleSpec::new("on-cluster", 30))
+        .await
+        .unwrap();
+    let buyer = engine
+        .purchaser(Strategy::Atomic, "on-cluster")
+        .await
+        .unwrap();
+    for i in 0..30 {
+        buyer
+            .purchase(&PurchaseRequest::new(&format!("u{i}")))
+            .await
+            .unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("o.db").to_string_lossy().into_owned();
+    let persist = spawn(&["persist", "--redis-cluster", &nodes, "--database-url", &db]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = seckill(&[
+            "audit",
+            "--sale",
+            "on-cluster",
+            "--redis-cluster",
+            &nodes,
+            "--database-url",
+            &db,
+            "--json",
+        ]);
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
+        if report["backlog"] == 0 && report["orders_in_sql"] == 30 {
+            assert_eq!(out.status.code(), Some(0), "{report}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "never persisted: {report}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    terminate(persist);
+
+    let both = seckill(&[
+        "audit",
+        "--sale",
+        "on-cluster",
+        "--redis-cluster",
+        &nodes,
+        "--redis-url",
+        "redis://127.0.0.1:6379/",
+        "--database-url",
+        &db,
+    ]);
+    assert_eq!(both.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&both.stderr).contains("cannot be used with"));
+    let empty = seckill(&[
+        "audit",
+        "--sale",
+        "x",
+        "--redis-cluster",
+        ",",
+        "--database-url",
+        &db,
+    ]);
+    assert_eq!(empty.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&empty.stderr).contains("seed node"));
+}

@@ -24,6 +24,7 @@ pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 /// let one = Target::server("redis://127.0.0.1:6379/");
 /// let cluster = Target::cluster("127.0.0.1:7000,127.0.0.1:7001").unwrap();
 /// assert!(!one.is_cluster() && cluster.is_cluster());
+/// assert_eq!(cluster.to_string(), "the cluster at 127.0.0.1:7000,127.0.0.1:7001");
 /// ```
 #[derive(Clone, Debug)]
 pub enum Target {
@@ -72,6 +73,17 @@ impl Target {
         matches!(self, Self::Cluster(_))
     }
 
+    /// Where to subscribe to classic pub/sub on the `attempt`-th try: the
+    /// server, or on a cluster (where a `PUBLISH` reaches every node, slot
+    /// moves and failovers included) the seed nodes in turn, so a
+    /// subscriber whose node died moves to the next.
+    pub fn pubsub_url(&self, attempt: usize) -> &str {
+        match self {
+            Self::Server(url) => url,
+            Self::Cluster(nodes) => &nodes[attempt % nodes.len()],
+        }
+    }
+
     /// A connection that (re)connects on use and fails fast while Redis is
     /// away, so a service can start, and recover, without it.
     pub fn connect_lazy(&self) -> RedisResult<Conn> {
@@ -109,6 +121,23 @@ impl Target {
         let mut conn = self.connect_lazy()?;
         let () = redis::cmd("PING").query_async(&mut conn).await?;
         Ok(conn)
+    }
+}
+
+/// The address(es), never a password: for logs and messages.
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let addr = |url: &str| match url.into_connection_info() {
+            Ok(info) => info.addr().to_string(),
+            Err(_) => "an unreadable address".to_owned(),
+        };
+        match self {
+            Self::Server(url) => f.write_str(&addr(url)),
+            Self::Cluster(nodes) => {
+                let nodes: Vec<String> = nodes.iter().map(|n| addr(n)).collect();
+                write!(f, "the cluster at {}", nodes.join(","))
+            }
+        }
     }
 }
 

@@ -19,7 +19,7 @@
 //! # async fn run() -> Result<(), seckill_service::Error> {
 //! let config = seckill_service::Config {
 //!     listen: "127.0.0.1:8080".parse().unwrap(),
-//!     redis_url: "redis://127.0.0.1:6379/".into(),
+//!     redis: seckill_redis::Target::server("redis://127.0.0.1:6379/"),
 //!     database_url: "seckill.db".into(),
 //!     admin_token: "secret".into(),
 //!     rate_per_user: 50.0,

@@ -28,8 +28,8 @@ pub const BODY_LIMIT: usize = 16 * 1024;
 pub struct Config {
     /// Address to listen on; port 0 picks a free one (see [`Running::addr`]).
     pub listen: SocketAddr,
-    /// Redis URL, e.g. `redis://127.0.0.1:6379/`.
-    pub redis_url: String,
+    /// Where Redis is: one server or a cluster.
+    pub redis: seckill_redis::Target,
     /// The order database: a SQLite path or `sqlite:` URL, `postgres://`
     /// or `mysql://`.
     pub database_url: String,
@@ -98,7 +98,7 @@ pub async fn start(config: Config) -> Result<Running, crate::Error> {
     metrics::install();
     // Redis may be away at start: the service starts anyway, answers 503
     // (and `/readyz` 503) meanwhile, and recovers when Redis is back.
-    let engine = Engine::connect_lazy(&config.redis_url)?;
+    let engine = Engine::connect_target_lazy(&config.redis)?;
     let store = Store::open(&config.database_url).await?;
     let redis = engine.connection();
     let state = Arc::new(AppState::new(
@@ -128,13 +128,13 @@ pub async fn start(config: Config) -> Result<Running, crate::Error> {
         serve_stopped,
     )));
     tasks.push(tokio::spawn(listen_for_restock(
-        config.redis_url.clone(),
+        config.redis.clone(),
         state.clone(),
         until_stopped(),
     )));
     if config.background {
         let persister =
-            Persister::new(&config.redis_url, store, PersisterConfig::default()).await?;
+            Persister::with_target(&config.redis, store, PersisterConfig::default()).await?;
         tasks.push(tokio::spawn(persister.run(until_stopped())));
         tasks.push(tokio::spawn(sweep_forever(
             engine.clone(),
@@ -188,11 +188,15 @@ async fn method_not_allowed() -> ApiError {
 /// Clears this instance's sold-out marks when stock returns to a sale.
 /// Re-subscribes after a lost connection; the sold-out marks expire on their
 /// own meanwhile, so a missed message costs one trip to Redis, not a sale.
-async fn listen_for_restock(url: String, state: Arc<AppState>, stopped: impl Future<Output = ()>) {
+async fn listen_for_restock(
+    target: seckill_redis::Target,
+    state: Arc<AppState>,
+    stopped: impl Future<Output = ()>,
+) {
     tokio::pin!(stopped);
-    loop {
+    for attempt in 0.. {
         let subscribed = async {
-            let client = redis::Client::open(url.as_str())?;
+            let client = redis::Client::open(target.pubsub_url(attempt))?;
             let mut pubsub = client.get_async_pubsub().await?;
             pubsub.subscribe(RESTOCK_CHANNEL).await?;
             let mut messages = pubsub.into_on_message();

@@ -36,7 +36,7 @@ async fn rig_with(edit: impl FnOnce(&mut seckill_service::Config)) -> Rig {
     let dir = tempfile::tempdir().unwrap();
     let mut config = seckill_service::Config {
         listen: "127.0.0.1:0".parse().unwrap(),
-        redis_url: server.url(),
+        redis: seckill_redis::Target::server(&server.url()),
         database_url: dir.path().join("o.db").to_string_lossy().into_owned(),
         admin_token: TOKEN.to_owned(),
         rate_per_user: 0.0,

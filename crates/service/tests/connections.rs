@@ -17,7 +17,7 @@ const TOKEN: &str = "conn";
 async fn serve(redis: &RedisServer, dir: &tempfile::TempDir, limits: Limits) -> Running {
     seckill_service::start(seckill_service::Config {
         listen: "127.0.0.1:0".parse().unwrap(),
-        redis_url: redis.url(),
+        redis: seckill_redis::Target::server(&redis.url()),
         database_url: dir.path().join("o.db").to_string_lossy().into_owned(),
         admin_token: TOKEN.to_owned(),
         rate_per_user: 0.0,

@@ -17,7 +17,7 @@ const TOKEN: &str = "drill";
 async fn serve(redis_url: &str, db: &str) -> (seckill_service::Running, Http, Http) {
     let running = seckill_service::start(seckill_service::Config {
         listen: "127.0.0.1:0".parse().unwrap(),
-        redis_url: redis_url.to_owned(),
+        redis: seckill_redis::Target::server(redis_url),
         database_url: db.to_owned(),
         admin_token: TOKEN.to_owned(),
         rate_per_user: 0.0,

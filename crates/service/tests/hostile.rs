@@ -32,7 +32,7 @@ fn rig() -> &'static Rig {
         let running = runtime
             .block_on(seckill_service::start(seckill_service::Config {
                 listen: "127.0.0.1:0".parse().unwrap(),
-                redis_url: redis.url(),
+                redis: seckill_redis::Target::server(&redis.url()),
                 database_url: dir.path().join("o.db").to_string_lossy().into_owned(),
                 admin_token: "right-token".into(),
                 rate_per_user: 0.0,
