@@ -19,6 +19,10 @@ fn counter(step: &str) -> Library {
         .build()
 }
 
+async fn bump(lib: &Library, conn: &mut seckill_redis::Conn, key: &str, by: i64) -> i64 {
+    lib.call("bump", &[key]).arg(by).invoke(conn).await.unwrap()
+}
+
 #[tokio::test]
 async fn calls_load_the_library_when_the_server_lacks_it() {
     let server = RedisServer::start().unwrap();
@@ -26,27 +30,12 @@ async fn calls_load_the_library_when_the_server_lacks_it() {
     let one = counter("1");
     let ten = counter("10");
 
-    let n: i64 = one
-        .call("bump", &["c"])
-        .arg(2)
-        .invoke(&mut conn)
-        .await
-        .unwrap();
+    let n = bump(&one, &mut conn, "c", 2).await;
     assert_eq!(n, 2);
     // Another version of the same library runs beside it, each its own code.
-    let n: i64 = ten
-        .call("bump", &["c"])
-        .arg(1)
-        .invoke(&mut conn)
-        .await
-        .unwrap();
+    let n = bump(&ten, &mut conn, "c", 1).await;
     assert_eq!(n, 12);
-    let n: i64 = one
-        .call("bump", &["c"])
-        .arg(1)
-        .invoke(&mut conn)
-        .await
-        .unwrap();
+    let n = bump(&one, &mut conn, "c", 1).await;
     assert_eq!(n, 13);
     let libraries: Vec<redis::Value> = redis::cmd("FUNCTION")
         .arg("LIST")
@@ -61,12 +50,7 @@ async fn calls_load_the_library_when_the_server_lacks_it() {
         .query_async(&mut conn)
         .await
         .unwrap();
-    let n: i64 = one
-        .call("bump", &["c"])
-        .arg(1)
-        .invoke(&mut conn)
-        .await
-        .unwrap();
+    let n = bump(&one, &mut conn, "c", 1).await;
     assert_eq!(n, 14);
     let seen: String = one.call("peek", &["c"]).invoke(&mut conn).await.unwrap();
     assert_eq!(seen, "14");
@@ -103,12 +87,7 @@ async fn a_read_only_function_runs_on_a_replica() {
         .await
         .unwrap();
     let lib = counter("1");
-    let _: i64 = lib
-        .call("bump", &["c"])
-        .arg(3)
-        .invoke(&mut m)
-        .await
-        .unwrap();
+    bump(&lib, &mut m, "c", 3).await;
     // The library reached the replica by replication, with the data.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
@@ -139,12 +118,7 @@ async fn on_a_cluster_each_master_loads_it_and_a_promoted_replica_has_it() {
     // Keys in every master's slots: each call loads the library where it runs.
     let keys: Vec<String> = (0..30).map(|i| format!("{{k{i}}}:n")).collect();
     for key in &keys {
-        let n: i64 = lib
-            .call("bump", &[key])
-            .arg(1)
-            .invoke(&mut conn)
-            .await
-            .unwrap();
+        let n = bump(&lib, &mut conn, key, 1).await;
         assert_eq!(n, 1);
     }
     let masters = cluster.masters().unwrap();
@@ -169,12 +143,7 @@ async fn on_a_cluster_each_master_loads_it_and_a_promoted_replica_has_it() {
         "the promoted replica lacks the library"
     );
     for key in &keys {
-        let n: i64 = lib
-            .call("bump", &[key])
-            .arg(1)
-            .invoke(&mut conn)
-            .await
-            .unwrap();
+        let n = bump(&lib, &mut conn, key, 1).await;
         assert_eq!(n, 2, "{key}");
     }
 }
