@@ -85,6 +85,9 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 # the load's JSON and the service's CPU µs per request.
 http() {
   local name=$1 stock=$2 flags=$3 load_flags=$4 web pid
+  # Nothing of the runs before: a persister would otherwise drain their
+  # orders during this run's load.
+  redis-cli -p "$RPORT" FLUSHALL >/dev/null
   web=$(free_port)
   # shellcheck disable=SC2086
   $S serve --listen 127.0.0.1:$web --redis-url $REDIS --database-url "$OUT/svc-$name.db" \

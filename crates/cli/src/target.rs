@@ -48,14 +48,9 @@ pub struct Stores {
         default_value = "redis://127.0.0.1:6379/"
     )]
     pub redis_url: String,
-    /// A Redis Cluster instead of `--redis-url`: seed nodes as
-    /// `host:port[,host:port…]` (or `redis://` URLs).
-    #[arg(
-        long,
-        env = "SECKILL_REDIS_CLUSTER",
-        value_name = "NODE[,NODE…]",
-        conflicts_with = "redis_url"
-    )]
+    /// A Redis Cluster instead of `--redis-url` (which it overrides): seed
+    /// nodes as `host:port[,host:port…]` (or `redis://` URLs).
+    #[arg(long, env = "SECKILL_REDIS_CLUSTER", value_name = "NODE[,NODE…]")]
     pub redis_cluster: Option<String>,
     /// The order database: a SQLite file path, `sqlite:PATH`,
     /// `sqlite://PATH`, a `postgres://` URL or a `mysql://` URL (MySQL 8,

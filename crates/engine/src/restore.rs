@@ -116,8 +116,13 @@ impl Engine {
             }
             pipe.add_command(xadd).ignore();
         }
-        pipe.sadd(SALES, &spec.id).ignore();
         let () = pipe.query_async(&mut self.conn.clone()).await?;
+        // The registry is in another slot on a cluster: not in the MULTI.
+        let _: i64 = redis::cmd("SADD")
+            .arg(SALES)
+            .arg(&spec.id)
+            .query_async(&mut self.conn.clone())
+            .await?;
         self.sale(&spec.id).await
     }
 }

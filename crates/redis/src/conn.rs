@@ -13,8 +13,8 @@ use redis::{Cmd, IntoConnectionInfo, Pipeline, RedisFuture, RedisResult, Value};
 /// Longest wait to open a connection to a node.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// Longest wait for one answer. A flash sale would rather answer "try
-/// again" than hold a buyer: no command waits longer than this, retries
-/// included.
+/// again" than hold a buyer: no command waits longer than this, a
+/// cluster's redirects and retries included.
 pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Where Redis is.
@@ -110,7 +110,11 @@ impl Target {
                     .min_retry_wait(10)
                     .max_retry_wait(200)
                     .build()?;
-                let conn = client.get_pending_async_connection_with_config(Default::default());
+                // The config given here replaces the builder's timeouts.
+                let config = redis::cluster::ClusterConfig::new()
+                    .set_connection_timeout(CONNECT_TIMEOUT)
+                    .set_response_timeout(RESPONSE_TIMEOUT);
+                let conn = client.get_pending_async_connection_with_config(config);
                 Ok(Conn(Inner::Cluster(conn)))
             }
         }
@@ -177,6 +181,14 @@ impl std::fmt::Debug for Conn {
 }
 
 impl Conn {
+    /// Whether a command may run twice: the cluster client sends a command
+    /// again after a connection drops, and the first may have run. Callers
+    /// whose commands are not idempotent make them so (a purchase gets a
+    /// request id) where this is true.
+    pub fn may_resend(&self) -> bool {
+        matches!(self.0, Inner::Cluster(_))
+    }
+
     /// Sends `FUNCTION LOAD` of `code` where a call on `key` runs: the one
     /// server, or the master that serves `key`'s slot. A library is loaded
     /// node by node as calls find it missing, so one unreachable node does

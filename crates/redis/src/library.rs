@@ -90,9 +90,10 @@ impl Builder {
         self
     }
 
-    /// The library, its version a hash of all of its code.
+    /// The library, its version a hash of all of its code, header included.
     pub fn build(self) -> Library {
-        let version = format!("{:08x}", fnv1a(self.body.as_bytes()) as u32);
+        let hash = fnv1a(HEADER.as_bytes()) ^ fnv1a(self.body.as_bytes()).rotate_left(1);
+        let version = format!("{:08x}", hash as u32);
         let name = format!("{}_{version}", self.stem);
         let mut code = HEADER
             .replace("__LIBRARY__", &name)

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crate::{Options, RedisServer};
 
 /// How long a cluster may take to agree on its state after a change.
-const SETTLE_TIMEOUT: Duration = Duration::from_secs(20);
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A local Redis Cluster: masters and their replicas, each a
 /// [`RedisServer`] on a free port whose bus port (+10000) is free too.
@@ -52,11 +52,21 @@ impl RedisCluster {
             )));
         }
         cluster.wait_ok()?;
-        // A replica counts once it has synced with its master.
+        // Every replica attached and synced: a manual failover waits for
+        // a replica that has not caught up, and gives up.
         let deadline = Instant::now() + SETTLE_TIMEOUT;
         for master in cluster.masters()? {
-            while cluster.replicas_of(master)?.len() < replicas {
+            let attached = loop {
+                let attached = cluster.replicas_of(master)?;
+                if attached.len() >= replicas {
+                    break attached;
+                }
                 settle_or_fail(deadline, "replicas to attach")?;
+            };
+            for replica in attached {
+                while !cli(replica, &["info", "replication"])?.contains("master_link_status:up") {
+                    settle_or_fail(deadline, "replicas to sync")?;
+                }
             }
         }
         Ok(cluster)
@@ -125,10 +135,18 @@ impl RedisCluster {
     /// Promotes replica `port` with `CLUSTER FAILOVER` (its master agrees,
     /// nothing is lost) and waits until the cluster agrees.
     pub fn failover(&self, replica: u16) -> io::Result<()> {
-        cli(replica, &["cluster", "failover"])?;
         let deadline = Instant::now() + SETTLE_TIMEOUT;
-        while !cli(replica, &["role"])?.starts_with("master") {
-            settle_or_fail(deadline, "the failover")?;
+        'asked: loop {
+            cli(replica, &["cluster", "failover"])?;
+            // Redis drops a manual failover it could not finish in 5 s (a
+            // busy machine can delay the votes): then ask again.
+            let asked = Instant::now();
+            while asked.elapsed() < Duration::from_secs(6) {
+                if cli(replica, &["role"])?.starts_with("master") {
+                    break 'asked;
+                }
+                settle_or_fail(deadline, "the failover")?;
+            }
         }
         self.wait_ok()
     }
@@ -163,7 +181,11 @@ impl RedisCluster {
             migrate.extend(keys.lines());
             cli(from, &migrate)?;
         }
-        for master in self.masters()? {
+        let mut masters = self.masters()?;
+        if !masters.contains(&to) {
+            masters.push(to);
+        }
+        for master in masters {
             cli(master, &["cluster", "setslot", &slot_arg, "node", &to_id])?;
         }
         self.wait_ok()
@@ -229,7 +251,7 @@ impl NodeLine {
             .next()?
             .parse()
             .ok()?;
-        let flags = fields.get(2)?;
+        let flags: Vec<&str> = fields.get(2)?.split(',').collect();
         let slots = fields
             .iter()
             .skip(8)
@@ -246,8 +268,8 @@ impl NodeLine {
         Some(Self {
             id: fields[0].to_owned(),
             port,
-            master: flags.contains("master"),
-            failed: flags.contains("fail") && !flags.contains("fail?"),
+            master: flags.contains(&"master"),
+            failed: flags.contains(&"fail"),
             master_id: fields.get(3)?.to_string(),
             slots,
         })

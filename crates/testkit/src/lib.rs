@@ -83,6 +83,8 @@ impl Options {
         self.arg("cluster-enabled", "yes")
             .arg("cluster-config-file", "nodes.conf")
             .arg("cluster-node-timeout", "2000")
+            // Replicas sync at once, not after 5 s waiting for more.
+            .arg("repl-diskless-sync-delay", "0")
     }
 
     /// Starts a server with these options.

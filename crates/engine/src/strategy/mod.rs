@@ -193,6 +193,8 @@ pub struct Purchaser {
 struct Shared {
     strategy: Strategy,
     per_user_limit: Option<u32>,
+    /// The connection may send a purchase twice (see `Conn::may_resend`).
+    may_resend: bool,
     imp: Imp,
     attempts: AtomicU64,
 }
@@ -233,6 +235,7 @@ impl Purchaser {
             });
         }
         let per_user_limit = ctx.sale.per_user_limit;
+        let may_resend = ctx.conn.may_resend();
         let imp = match strategy {
             Strategy::Lock => {
                 let locks = locks.ok_or_else(one_server)?;
@@ -251,6 +254,7 @@ impl Purchaser {
             shared: Arc::new(Shared {
                 strategy,
                 per_user_limit,
+                may_resend,
                 imp,
                 attempts: AtomicU64::new(0),
             }),
@@ -281,6 +285,18 @@ impl Purchaser {
                 ),
             });
         }
+        // A purchase the connection may send twice gets a request id of its
+        // own, so a second run answers with the first one's order.
+        let made_id = req.request_id.is_none() && !baseline && self.shared.may_resend;
+        let with_id;
+        let req = if made_id {
+            with_id = req
+                .clone()
+                .request_id(&format!("auto-{:032x}", rand::random::<u128>()));
+            &with_id
+        } else {
+            req
+        };
         let attempts = &self.shared.attempts;
         let (outcome, tries) = match &self.shared.imp {
             Imp::Lock(s) => (s.purchase(req).await?, 1),
@@ -291,7 +307,11 @@ impl Purchaser {
             Imp::Coalesced(s) => (s.purchase(req).await?, 1),
         };
         attempts.fetch_add(tries, Ordering::Relaxed);
-        Ok(outcome)
+        Ok(match outcome {
+            // Its own id seen again: the buyer's one purchase, sent twice.
+            Outcome::Duplicate(order) if made_id => Outcome::Ok(order),
+            outcome => outcome,
+        })
     }
 
     /// Attempts made so far: purchases, plus `watch`'s retries on conflict.
