@@ -33,14 +33,9 @@ pub struct Engine {
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Addresses only: connection info can hold a password.
-        let redis = match (&self.client, &self.target) {
-            (Some(client), _) => client.get_connection_info().addr().to_string(),
-            (None, Target::Cluster(nodes)) => format!("a cluster ({} seed nodes)", nodes.len()),
-            (None, Target::Server(_)) => "one server".to_owned(),
-        };
+        // The target's Display: addresses only, never a password.
         f.debug_struct("Engine")
-            .field("redis", &redis)
+            .field("redis", &self.target.to_string())
             .field("coalescer", &self.coalescer)
             .finish_non_exhaustive()
     }

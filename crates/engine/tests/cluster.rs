@@ -14,22 +14,14 @@ async fn sales_on_every_master_sell_exactly_their_stock() {
     let engine = Engine::connect_target(&target).await.unwrap();
 
     // One sale per master: ids whose hash tag lands on each.
-    let mut sales: Vec<(String, u16)> = Vec::new();
-    for i in 0.. {
-        let id = format!("c{i}");
-        let slot = cluster
-            .slot_of(&format!("seckill:{{sale:{id}}}:sale"))
-            .unwrap();
-        let master = cluster.master_of(slot).unwrap();
-        if sales.iter().all(|(_, m)| *m != master) {
-            sales.push((id, master));
-        }
-        if sales.len() == 3 {
-            break;
-        }
-    }
+    let sales = cluster
+        .one_id_per_master((0..1000).map(|i| format!("c{i}")), |id| {
+            format!("seckill:{{sale:{id}}}:sale")
+        })
+        .unwrap();
+    assert_eq!(sales.len(), 3);
 
-    for ((id, _), strategy) in
+    for (id, strategy) in
         sales
             .iter()
             .zip([Strategy::Atomic, Strategy::Coalesced, Strategy::Atomic])
@@ -60,7 +52,7 @@ async fn sales_on_every_master_sell_exactly_their_stock() {
 
     // Orders change state where their sale lives; a cancelled one's unit
     // goes back.
-    let (id, _) = &sales[0];
+    let id = &sales[0];
     let orders = engine.orders(id).await.unwrap();
     let buyer = engine.purchaser(Strategy::Atomic, id).await.unwrap();
     let paid = engine.pay(&orders[0].order_id).await.unwrap();
@@ -76,7 +68,7 @@ async fn sales_on_every_master_sell_exactly_their_stock() {
 
     let mut listed = engine.sale_ids().await.unwrap();
     listed.sort();
-    let mut expected: Vec<String> = sales.iter().map(|(id, _)| id.clone()).collect();
+    let mut expected = sales.clone();
     expected.sort();
     assert_eq!(listed, expected);
 }

@@ -16,11 +16,7 @@ mod common;
 use common::{Server, server_database};
 
 async fn used_memory(url: &str) -> i64 {
-    let mut conn = redis::Client::open(url)
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = seckill_redis::Target::server(url).connect().await.unwrap();
     let info: String = redis::cmd("INFO")
         .arg("memory")
         .query_async(&mut conn)

@@ -19,20 +19,12 @@ async fn a_persister_drains_sales_on_every_master_and_each_audits_clean() {
         .await
         .unwrap();
 
-    let mut masters = std::collections::HashSet::new();
-    let mut sales = Vec::new();
-    for i in 0.. {
-        let id = format!("p{i}");
-        let slot = cluster
-            .slot_of(&format!("seckill:{{sale:{id}}}:sale"))
-            .unwrap();
-        if masters.insert(cluster.master_of(slot).unwrap()) {
-            sales.push(id);
-        }
-        if sales.len() == 3 {
-            break;
-        }
-    }
+    let sales = cluster
+        .one_id_per_master((0..1000).map(|i| format!("p{i}")), |id| {
+            format!("seckill:{{sale:{id}}}:sale")
+        })
+        .unwrap();
+    assert_eq!(sales.len(), 3);
     for id in &sales {
         engine.create_sale(&SaleSpec::new(id, 300)).await.unwrap();
         let purchaser = engine.purchaser(Strategy::Coalesced, id).await.unwrap();

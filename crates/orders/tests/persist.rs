@@ -248,11 +248,7 @@ async fn audit_finds_planted_mismatches() {
         }]
     );
 
-    let mut conn = redis::Client::open(rig.server.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = rig.engine.connection();
     let _: i64 = redis::cmd("HSET")
         .arg("seckill:{sale:a}:sale")
         .arg("left")
@@ -326,11 +322,7 @@ async fn rebuilt_from_sql(rig: &Rig) {
     rig.engine.cancel(&orders[1]).await.unwrap();
     drain(rig, "r", "p").await;
 
-    let mut conn = redis::Client::open(rig.server.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = rig.engine.connection();
     let () = redis::cmd("FLUSHALL").query_async(&mut conn).await.unwrap();
     let report = audit(&rig.engine, &rig.store, "r").await.unwrap();
     assert_eq!(report.findings, [Finding::SaleMissingInRedis]);
@@ -416,11 +408,7 @@ async fn trimming_keeps_every_uncommitted_entry_and_every_pending_order_and_aban
     .unwrap();
     p.round().await.unwrap();
     p.round().await.unwrap();
-    let mut conn = redis::Client::open(rig.server.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = rig.engine.connection();
     let len: u64 = redis::cmd("XLEN")
         .arg("seckill:{sale:t}:orders")
         .query_async(&mut conn)

@@ -25,6 +25,8 @@ pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 /// let cluster = Target::cluster("127.0.0.1:7000,127.0.0.1:7001").unwrap();
 /// assert!(!one.is_cluster() && cluster.is_cluster());
 /// assert_eq!(cluster.to_string(), "the cluster at 127.0.0.1:7000,127.0.0.1:7001");
+/// let secret = Target::server("redis://:hunter2@127.0.0.1:6379/");
+/// assert_eq!(secret.to_string(), "127.0.0.1:6379");
 /// ```
 #[derive(Clone, Debug)]
 pub enum Target {

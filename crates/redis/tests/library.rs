@@ -147,3 +147,29 @@ async fn on_a_cluster_each_master_loads_it_and_a_promoted_replica_has_it() {
         assert_eq!(n, 2, "{key}");
     }
 }
+
+/// Over `maxmemory`, Redis refuses a writing function whole, before it
+/// runs (so even a refusal it would have answered is an error), while a
+/// read-only one still answers: what the README says of the service's 503.
+#[tokio::test]
+async fn out_of_memory_refuses_writing_functions_whole() {
+    let server = RedisServer::start().unwrap();
+    let mut conn = Target::server(&server.url()).connect().await.unwrap();
+    let lib = counter("1");
+    assert_eq!(bump(&lib, &mut conn, "c", 1).await, 1);
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(1)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let e = lib
+        .call("fail", &["c"])
+        .invoke::<redis::Value>(&mut conn)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Some("OOM"), "{e}");
+    let seen: String = lib.call("peek", &["c"]).invoke(&mut conn).await.unwrap();
+    assert_eq!(seen, "1");
+}

@@ -281,9 +281,8 @@ async fn a_frozen_redis_times_out_as_503_and_retries_never_double_apply() {
         _dir: _keep,
         ..
     } = drill(Options::default(), sale).await;
-    let mut raw = redis::Client::open(redis.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
+    let mut raw = seckill_redis::Target::server(&redis.url())
+        .connect()
         .await
         .unwrap();
     let () = redis::cmd("CLIENT")

@@ -132,6 +132,29 @@ impl RedisCluster {
             .map_err(|_| io::Error::other(format!("CLUSTER KEYSLOT answered {answer:?}")))
     }
 
+    /// One id per master: for each, the first of `ids` whose key
+    /// (`key_of(id)`) lands in one of its slots.
+    pub fn one_id_per_master(
+        &self,
+        ids: impl IntoIterator<Item = String>,
+        key_of: impl Fn(&str) -> String,
+    ) -> io::Result<Vec<String>> {
+        let masters = self.masters()?.len();
+        let mut seen = Vec::new();
+        let mut chosen = Vec::new();
+        for id in ids {
+            let master = self.master_of(self.slot_of(&key_of(&id))?)?;
+            if !seen.contains(&master) {
+                seen.push(master);
+                chosen.push(id);
+            }
+            if chosen.len() == masters {
+                return Ok(chosen);
+            }
+        }
+        Err(io::Error::other("the ids do not reach every master"))
+    }
+
     /// Promotes replica `port` with `CLUSTER FAILOVER` (its master agrees,
     /// nothing is lost) and waits until the cluster agrees.
     pub fn failover(&self, replica: u16) -> io::Result<()> {
