@@ -44,6 +44,26 @@ async fn stores(
     ((server, dir), url, db, engine)
 }
 
+/// Runs `audit` (with `--json`) until its report shows no backlog and
+/// `orders` orders in SQL, within 30 s; that run must exit 0. Answers it.
+fn audit_until_persisted(
+    orders: u64,
+    audit: impl Fn() -> std::process::Output,
+) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = audit();
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
+        if report["backlog"] == 0 && report["orders_in_sql"] == orders {
+            assert_eq!(out.status.code(), Some(0), "{report}");
+            return report;
+        }
+        assert!(Instant::now() < deadline, "never persisted: {report}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn persist_then_audit_is_clean_and_a_planted_mismatch_exits_1() {
     let (_stores, url, db, engine) = stores("cli", 100).await;
@@ -74,17 +94,8 @@ async fn persist_then_audit_is_clean_and_a_planted_mismatch_exits_1() {
         args.extend_from_slice(extra);
         seckill(&args)
     };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let out = audit(&["--json"]);
-        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        if report["backlog"] == 0 && report["orders_in_sql"] == 40 {
-            assert_eq!(out.status.code(), Some(0), "{report}");
-            break;
-        }
-        assert!(Instant::now() < deadline, "never persisted: {report}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let report = audit_until_persisted(40, || audit(&["--json"]));
+    assert_eq!(report["orders_in_sql"], 40);
     terminate(persist);
 
     let store = seckill_orders::Store::open(&db).await.unwrap();
@@ -278,9 +289,8 @@ async fn persist_and_audit_run_on_a_cluster() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("o.db").to_string_lossy().into_owned();
     let persist = spawn(&["persist", "--redis-cluster", &nodes, "--database-url", &db]);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let out = seckill(&[
+    let report = audit_until_persisted(30, || {
+        seckill(&[
             "audit",
             "--sale",
             "on-cluster",
@@ -289,16 +299,9 @@ async fn persist_and_audit_run_on_a_cluster() {
             "--database-url",
             &db,
             "--json",
-        ]);
-        let report: serde_json::Value = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
-        if report["backlog"] == 0 && report["orders_in_sql"] == 30 {
-            assert_eq!(out.status.code(), Some(0), "{report}");
-            break;
-        }
-        assert!(Instant::now() < deadline, "never persisted: {report}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        ])
+    });
+    assert_eq!(report["orders_in_sql"], 30);
     terminate(persist);
 
     let empty = seckill(&[

@@ -4,7 +4,6 @@
 
 use std::time::{Duration, Instant};
 
-use seckill_engine::bench::race;
 use seckill_engine::{Engine, Outcome, PurchaseRequest, SaleSpec, Strategy};
 use seckill_orders::{
     Error, Persister, PersisterConfig, Store, archive, archive_due, audit, sweep, wait_drained,
@@ -13,7 +12,7 @@ use seckill_testkit::RedisServer;
 
 mod common;
 
-use common::{Server, server_database};
+use common::{Server, buy, server_database};
 
 async fn used_memory(url: &str) -> i64 {
     let mut conn = seckill_redis::Target::server(url).connect().await.unwrap();
@@ -26,20 +25,6 @@ async fn used_memory(url: &str) -> i64 {
         .find_map(|l| l.strip_prefix("used_memory:"))
         .and_then(|v| v.trim().parse().ok())
         .unwrap()
-}
-
-/// Buys `n` units of `sale` for n buyers; answers the order ids.
-async fn buy(engine: &Engine, sale: &str, n: usize) -> Vec<String> {
-    let purchaser = engine.purchaser(Strategy::Coalesced, sale).await.unwrap();
-    let requests = (0..n)
-        .map(|i| PurchaseRequest::new(&format!("u{i}")).request_id(&format!("{sale}-r{i}")))
-        .collect();
-    let race = race(&purchaser, requests, 256, |_| {}).await;
-    race.demand
-        .acknowledged
-        .into_iter()
-        .map(|o| o.order_id)
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -71,7 +56,7 @@ async fn five_archived_sales_of_20000_orders_give_redis_its_memory_back() {
             .per_user_limit(1)
             .payment_timeout_secs(3);
         engine.create_sale(&spec).await.unwrap();
-        let orders = buy(&engine, &id, 20_000).await;
+        let orders = buy(&engine, Strategy::Coalesced, &id, 20_000).await;
         bought = Instant::now();
         assert_eq!(orders.len(), 20_000);
         let mut paying = tokio::task::JoinSet::new();
@@ -175,7 +160,7 @@ async fn archives_when_due(store: Store) {
     let server = RedisServer::start().unwrap();
     let engine = Engine::connect(&server.url()).await.unwrap();
     engine.create_sale(&SaleSpec::new("s", 10)).await.unwrap();
-    let orders = buy(&engine, "s", 3).await;
+    let orders = buy(&engine, Strategy::Coalesced, "s", 3).await;
     for order in &orders {
         engine.cancel(order).await.unwrap();
     }

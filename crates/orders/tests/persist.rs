@@ -4,7 +4,6 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use seckill_engine::bench::race;
 use seckill_engine::{Engine, OrderId, Outcome, PurchaseRequest, SaleSpec, Strategy};
 use seckill_orders::{
     Finding, Persister, PersisterConfig, Store, StoredOrder, audit, repair_from_sql, unpersisted,
@@ -13,7 +12,7 @@ use seckill_testkit::RedisServer;
 
 mod common;
 
-use common::{Server, ServerDatabase, server_database};
+use common::{Server, ServerDatabase, buy, server_database};
 
 struct Rig {
     server: RedisServer,
@@ -104,27 +103,12 @@ async fn assert_sql_matches_redis(rig: &Rig, sale: &str) {
     assert!(report.clean, "{report:#?}");
 }
 
-/// `buyers` purchases by users u0, u1, ... each with a request id never used before.
-async fn buy_all(engine: &Engine, sale: &str, buyers: usize) -> Vec<String> {
-    let purchaser = engine.purchaser(Strategy::Atomic, sale).await.unwrap();
-    let batch = rand::random::<u32>();
-    let requests = (0..buyers)
-        .map(|i| PurchaseRequest::new(&format!("u{i}")).request_id(&format!("r{batch}-{i}")))
-        .collect();
-    let race = race(&purchaser, requests, 256, |_| {}).await;
-    race.demand
-        .acknowledged
-        .into_iter()
-        .map(|o| o.order_id)
-        .collect()
-}
-
 async fn twenty_thousand_purchases(rig: &Rig) {
     rig.engine
         .create_sale(&SaleSpec::new("big", 20_000))
         .await
         .unwrap();
-    let orders = buy_all(&rig.engine, "big", 20_000).await;
+    let orders = buy(&rig.engine, Strategy::Atomic, "big", 20_000).await;
     assert_eq!(orders.len(), 20_000);
     for order in orders.iter().step_by(7) {
         rig.engine.pay(order).await.unwrap();
@@ -189,7 +173,7 @@ async fn persisters_killed_mid_batch_or_running_side_by_side_lose_and_duplicate_
     }));
     let buying = tokio::spawn({
         let engine = rig.engine.clone();
-        async move { buy_all(&engine, "k", 10_000).await }
+        async move { buy(&engine, Strategy::Atomic, "k", 10_000).await }
     });
     tokio::time::sleep(Duration::from_millis(150)).await;
     doomed.abort();
@@ -209,13 +193,13 @@ async fn expired_orders_are_expired_in_sql_and_their_stock_resold() {
         .per_user_limit(1)
         .payment_timeout_secs(1);
     rig.engine.create_sale(&spec).await.unwrap();
-    let orders = buy_all(&rig.engine, "exp", 50).await;
+    let orders = buy(&rig.engine, Strategy::Atomic, "exp", 50).await;
     for order in &orders[..10] {
         rig.engine.pay(order).await.unwrap();
     }
     tokio::time::sleep(Duration::from_millis(1_100)).await;
     assert_eq!(rig.engine.expire_due("exp", 1_000).await.unwrap(), 40);
-    let again = buy_all(&rig.engine, "exp", 50).await;
+    let again = buy(&rig.engine, Strategy::Atomic, "exp", 50).await;
     assert_eq!(again.len(), 40, "expired units and allowances came back");
     drain(&rig, "exp", "p").await;
     assert_sql_matches_redis(&rig, "exp").await;
@@ -231,7 +215,7 @@ async fn audit_finds_planted_mismatches() {
         .create_sale(&SaleSpec::new("a", 100).per_user_limit(1))
         .await
         .unwrap();
-    let orders = buy_all(&rig.engine, "a", 30).await;
+    let orders = buy(&rig.engine, Strategy::Atomic, "a", 30).await;
     drain(&rig, "a", "p").await;
     assert_sql_matches_redis(&rig, "a").await;
 
@@ -290,7 +274,7 @@ async fn a_backlog_is_reported_apart_from_mismatches() {
         .create_sale(&SaleSpec::new("b", 10))
         .await
         .unwrap();
-    buy_all(&rig.engine, "b", 4).await;
+    buy(&rig.engine, Strategy::Atomic, "b", 4).await;
     let report = audit(&rig.engine, &rig.store, "b").await.unwrap();
     assert_eq!((report.backlog, report.in_backlog), (4, 4));
     assert!(report.clean, "{report:#?}");
@@ -317,7 +301,7 @@ async fn a_redis_that_lost_its_data_is_rebuilt_from_postgres_and_mysql() {
 async fn rebuilt_from_sql(rig: &Rig) {
     let spec = SaleSpec::new("r", 10).per_user_limit(2);
     rig.engine.create_sale(&spec).await.unwrap();
-    let orders = buy_all(&rig.engine, "r", 6).await;
+    let orders = buy(&rig.engine, Strategy::Atomic, "r", 6).await;
     rig.engine.pay(&orders[0]).await.unwrap();
     rig.engine.cancel(&orders[1]).await.unwrap();
     drain(rig, "r", "p").await;
@@ -362,7 +346,7 @@ async fn trimming_keeps_every_uncommitted_entry_and_every_pending_order_and_aban
         .create_sale(&SaleSpec::new("t", 100).payment_timeout_secs(1))
         .await
         .unwrap();
-    buy_all(&rig.engine, "t", 20).await;
+    buy(&rig.engine, Strategy::Atomic, "t", 20).await;
     drain(&rig, "t", "p").await;
     // Persisted, but pending orders live in the stream: nothing is trimmed.
     Persister::new(&rig.server.url(), rig.store.clone(), config("p1"))
@@ -378,7 +362,7 @@ async fn trimming_keeps_every_uncommitted_entry_and_every_pending_order_and_aban
     drain(&rig, "t", "p").await;
     // A persister reads 5 new entries and cannot commit them (its database
     // lost its table), then is gone.
-    buy_all(&rig.engine, "t", 5).await;
+    buy(&rig.engine, Strategy::Atomic, "t", 5).await;
     let dir = tempfile::tempdir().unwrap();
     let broken = Store::open(dir.path().join("broken.db").to_str().unwrap())
         .await
@@ -392,7 +376,7 @@ async fn trimming_keeps_every_uncommitted_entry_and_every_pending_order_and_aban
         .unwrap();
     assert!(ghost.round().await.is_err(), "the ghost's commit must fail");
     drop(ghost);
-    buy_all(&rig.engine, "t", 3).await;
+    buy(&rig.engine, Strategy::Atomic, "t", 3).await;
     // One persister round trims: the 20 purchases go, the expiry entry (past
     // the sweep's cursor), the ghost's 5 and the 3 undelivered stay (the 3
     // are then persisted).
@@ -441,7 +425,7 @@ async fn a_sale_recreated_under_a_running_persister_keeps_being_persisted() {
         .create_sale(&SaleSpec::new("again", 10))
         .await
         .unwrap();
-    buy_all(&rig.engine, "again", 3).await;
+    buy(&rig.engine, Strategy::Atomic, "again", 3).await;
     let mut persister = Persister::new(&rig.server.url(), rig.store.clone(), config("p"))
         .await
         .unwrap();
@@ -452,7 +436,7 @@ async fn a_sale_recreated_under_a_running_persister_keeps_being_persisted() {
         .create_sale(&SaleSpec::new("again", 10))
         .await
         .unwrap();
-    let fresh = buy_all(&rig.engine, "again", 4).await;
+    let fresh = buy(&rig.engine, Strategy::Atomic, "again", 4).await;
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let _ = persister.round().await;

@@ -1,10 +1,28 @@
 //! Helpers shared by the test binaries: throwaway databases on the local
-//! PostgreSQL and MySQL/MariaDB servers.
+//! PostgreSQL and MySQL/MariaDB servers, and buyers.
 #![allow(dead_code)]
 
 use std::time::Duration;
 
+use seckill_engine::bench::race;
+use seckill_engine::{Engine, PurchaseRequest, Strategy};
 use seckill_orders::Store;
+
+/// `buyers` purchases of `sale` with `strategy`, by users u0, u1, …, each
+/// with a request id never used before; answers the order ids.
+pub async fn buy(engine: &Engine, strategy: Strategy, sale: &str, buyers: usize) -> Vec<String> {
+    let purchaser = engine.purchaser(strategy, sale).await.unwrap();
+    let batch = rand::random::<u32>();
+    let requests = (0..buyers)
+        .map(|i| PurchaseRequest::new(&format!("u{i}")).request_id(&format!("r{batch}-{i}")))
+        .collect();
+    let race = race(&purchaser, requests, 256, |_| {}).await;
+    race.demand
+        .acknowledged
+        .into_iter()
+        .map(|o| o.order_id)
+        .collect()
+}
 
 /// A database server the tests may use: PostgreSQL or MySQL/MariaDB.
 #[derive(Clone, Copy)]
