@@ -14,13 +14,12 @@ use seckill_orders::{Persister, PersisterConfig, Store, wait_drained};
 use crate::redis_benchmark;
 use crate::redis_cost::{Meter, threads_cpu_us};
 use crate::stats::{Latency, progress};
-use crate::target::Target;
+use crate::target::{RedisArgs, Target};
 
 #[derive(ClapArgs)]
 pub struct Args {
-    /// Redis to use; without it a private redis-server is started.
-    #[arg(long, env = "SECKILL_REDIS_URL")]
-    redis_url: Option<String>,
+    #[command(flatten)]
+    redis: RedisArgs,
     /// Strategy to run (lock, watch, list, lua, atomic, coalesced), or `all`
     /// for each in turn.
     #[arg(long, default_value = "all", value_parser = strategies)]
@@ -99,6 +98,9 @@ struct Row {
     /// `redis-server` process CPU per purchase call answered, µs, where the
     /// server is local.
     redis_cpu_us_per_purchase: Option<f64>,
+    /// On a cluster: `redis_us_per_purchase` split by master.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    redis_us_per_purchase_by_master: Vec<MasterShare>,
     /// With `--persist-to`: what persisting the orders cost.
     #[serde(flatten)]
     persisted: Option<Persisted>,
@@ -140,9 +142,20 @@ fn persister_commands() -> Vec<&'static str> {
 /// sqlx's SQLite connection workers (`sqlx-sqlite-worker-N`, truncated).
 const PERSISTER_THREADS: &[&str] = &["seckill-persist", "sqlx-sqlite-wor"];
 
+/// One master's share of a run's Redis time, per purchase.
+#[derive(Serialize)]
+struct MasterShare {
+    master: String,
+    redis_us: f64,
+}
+
 #[derive(Serialize)]
 struct Baseline {
     baseline: String,
+    /// On a cluster, the master it ran on (`redis-benchmark` talks to the
+    /// master of its sale's slot).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    master: Option<String>,
     clients: u32,
     pipeline: u32,
     requests_per_s: f64,
@@ -151,10 +164,10 @@ struct Baseline {
 }
 
 pub async fn run(args: Args) -> Result<ExitCode> {
-    let target = Target::new(args.redis_url.clone())?;
-    let engine = Engine::connect(&target.url)
+    let target = args.redis.target()?;
+    let engine = Engine::connect_target(&target.redis)
         .await
-        .with_context(|| format!("connecting to {}", target.url))?
+        .with_context(|| format!("connecting to {}", target.redis))?
         .with_coalescer(coalescer(&args));
     let run_id = format!("{:08x}", rand::random::<u32>());
     let store = match &args.persist_to {
@@ -167,9 +180,21 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     };
     let mut rows = Vec::new();
     for &strategy in &args.strategy.0 {
+        if target.redis.is_cluster() && !strategy.runs_on_a_cluster() {
+            anyhow::ensure!(
+                args.strategy.0.len() > 1,
+                "strategy {} runs on one Redis server, not on a cluster",
+                strategy.name()
+            );
+            eprintln!(
+                "{}: skipped, it runs on one Redis server only",
+                strategy.name()
+            );
+            continue;
+        }
         let row = bench(
             &engine,
-            &target.url,
+            &target.redis,
             &args,
             &run_id,
             strategy,
@@ -203,7 +228,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
 
 async fn bench(
     engine: &Engine,
-    url: &str,
+    redis: &seckill_redis::Target,
     args: &Args,
     run_id: &str,
     strategy: Strategy,
@@ -215,14 +240,14 @@ async fn bench(
     let generation = engine.create_sale(&spec).await?.generation;
     let purchaser = engine.purchaser(strategy, &id).await?;
     let persister = match persist {
-        Some(store) => Some(start_persister(store, url).await?),
+        Some(store) => Some(start_persister(store, redis).await?),
         None => None,
     };
     let bar = progress(args.buyers, strategy.name());
     let requests = buyers(args.buyers);
     let ticker = bar.clone();
     let persister_cpu = threads_cpu_us(PERSISTER_THREADS);
-    let mut meter = Meter::start(url).await?;
+    let mut meter = Meter::start(redis).await?;
     let outcome = race(
         &purchaser,
         requests,
@@ -268,6 +293,17 @@ async fn bench(
     let errors = outcome.outcomes.get("error").copied().unwrap_or(0);
     let answered = outcome.latencies_us.len() as u64 - errors;
     let (redis_us, redis_cpu_us) = cost.per(answered).unzip();
+    let by_master = if cost.by_master.len() > 1 && answered > 0 {
+        cost.by_master
+            .iter()
+            .map(|(master, us)| MasterShare {
+                master: master.clone(),
+                redis_us: us / answered as f64,
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     Ok(Row {
         strategy: strategy.name(),
         stock: args.stock,
@@ -285,6 +321,7 @@ async fn bench(
         p99_ms: latency.ms(0.99),
         redis_us_per_purchase: redis_us,
         redis_cpu_us_per_purchase: redis_cpu_us.flatten(),
+        redis_us_per_purchase_by_master: by_master,
         ok: verdict.ok
             && errors == 0
             && persisted
@@ -315,8 +352,8 @@ type Running = (
 
 /// Starts a persister on a thread and runtime of its own, as a separate
 /// `seckill persist` process would run, so it does not queue behind buyers.
-async fn start_persister(store: &Store, url: &str) -> Result<Running> {
-    let (store, url) = (store.clone(), url.to_owned());
+async fn start_persister(store: &Store, redis: &seckill_redis::Target) -> Result<Running> {
+    let (store, redis) = (store.clone(), redis.clone());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let (ready, started) = tokio::sync::oneshot::channel::<Result<()>>();
     let thread = std::thread::Builder::new()
@@ -330,7 +367,7 @@ async fn start_persister(store: &Store, url: &str) -> Result<Running> {
                 Err(e) => return drop(ready.send(Err(e.into()))),
             };
             runtime.block_on(async move {
-                match Persister::new(&url, store, PersisterConfig::default()).await {
+                match Persister::with_target(&redis, store, PersisterConfig::default()).await {
                     Ok(persister) => {
                         let _ = ready.send(Ok(()));
                         persister.run(async { drop(stopped.await) }).await;
@@ -360,7 +397,7 @@ fn buyers(count: u64) -> Vec<PurchaseRequest> {
 /// builds both command lines from its own keys. Each baseline also reports
 /// the Redis command time per call it cost.
 async fn compare(engine: &Engine, target: &Target, run_id: &str) -> Result<Vec<Baseline>> {
-    let (host, port) = target.host_port()?;
+    let masters = target.redis.masters().await?;
     let classic_sale = format!("rb-{run_id}-classic");
     let full_sale = format!("rb-{run_id}-full");
     engine
@@ -404,12 +441,23 @@ async fn compare(engine: &Engine, target: &Target, run_id: &str) -> Result<Vec<B
     let requests = 200_000;
     for (name, command, pipelines) in runs {
         let command: Vec<&str> = command.iter().map(String::as_str).collect();
+        // FCALL|EVALSHA <name> <numkeys> <first key> …: on a cluster,
+        // redis-benchmark talks straight to the master of that key's slot.
+        let slot = target.redis.slot_of(command[3]).await?;
+        let master = masters
+            .iter()
+            .find(|m| m.serves(slot))
+            .with_context(|| format!("no master serves slot {slot}"))?;
+        let (host, port) = master
+            .host_port()
+            .context("redis-benchmark needs a TCP address")?;
         for &pipeline in pipelines {
-            let mut meter = Meter::start(&target.url).await?;
+            let mut meter = Meter::start(&target.redis).await?;
             let rps = redis_benchmark::rps(&host, port, 50, pipeline, requests, &command)?;
             let cost = meter.read(&[]).await?.per(requests);
             baselines.push(Baseline {
                 baseline: format!("redis-benchmark {name}"),
+                master: target.redis.is_cluster().then(|| master.addr()),
                 clients: 50,
                 pipeline,
                 requests_per_s: rps,
@@ -417,6 +465,15 @@ async fn compare(engine: &Engine, target: &Target, run_id: &str) -> Result<Vec<B
             });
         }
     }
+    // The full purchase must have sold on (nearly) every call: its random
+    // request ids repeat by chance about 80 times in 400,000 calls, and a
+    // repeat is answered with the earlier order.
+    let full_orders = engine.stream_events(&full_sale).await?;
+    anyhow::ensure!(
+        full_orders >= 2 * requests * 999 / 1000,
+        "full purchase sale {full_sale} holds {full_orders} orders after {} calls",
+        2 * requests
+    );
     // The purchase floor must have written an order per call, and the
     // refusal's read none, or they measured less than they say.
     for (sale, expected) in [(&floor_sale, requests), (&floor_read_sale, 0)] {
@@ -555,6 +612,20 @@ fn print_table(rows: &[Row], baselines: &[Baseline]) {
             if r.ok { "yes" } else { "NO" }
         );
     }
+    for r in rows {
+        if !r.redis_us_per_purchase_by_master.is_empty() {
+            let shares: Vec<String> = r
+                .redis_us_per_purchase_by_master
+                .iter()
+                .map(|m| format!("{} {:.2}", m.master, m.redis_us))
+                .collect();
+            println!(
+                "{:<10} redis µs per purchase by master: {}",
+                r.strategy,
+                shares.join(", ")
+            );
+        }
+    }
     if baselines.is_empty() {
         return;
     }
@@ -565,12 +636,15 @@ fn print_table(rows: &[Row], baselines: &[Baseline]) {
         .map(|b| b.requests_per_s);
     for b in baselines {
         println!(
-            "{:<45} {:>3} clients  -P {:<2} {:>10.0} requests/s {:>8} redis µs per call",
+            "{:<45} {:>3} clients  -P {:<2} {:>10.0} requests/s {:>8} redis µs per call{}",
             b.baseline,
             b.clients,
             b.pipeline,
             b.requests_per_s,
-            micros(b.redis_us_per_call)
+            micros(b.redis_us_per_call),
+            b.master
+                .as_ref()
+                .map_or_else(String::new, |m| format!(" (on {m})"))
         );
     }
     if let Some(full) = full_p16 {

@@ -1,5 +1,6 @@
-//! `seckill demo`: the whole system end to end on a private redis-server and
-//! a SQLite file in a temporary directory. A 100-unit sale, 20,000 buyers
+//! `seckill demo`: the whole system end to end on a private redis-server (or,
+//! with `--cluster`, a private 3-master + 3-replica Redis Cluster) and a
+//! SQLite file in a temporary directory. A 100-unit sale, 20,000 buyers
 //! over HTTP (some repeating, some retrying with the same request id), some
 //! winners paying as they win and some abandoning; the abandoned units expire and are
 //! sold again; then the audit. Exit 0 only if everything checks out.
@@ -13,10 +14,11 @@ use clap::Args as ClapArgs;
 use futures_util::StreamExt;
 use seckill_engine::Engine;
 use seckill_orders::{Store, audit, wait_drained};
-use seckill_testkit::RedisServer;
 use serde_json::{Value, json};
 
 use seckill_service::client::{Http, code};
+
+use crate::target::Target;
 
 const SALE: &str = "demo";
 const STOCK: u64 = 100;
@@ -29,6 +31,10 @@ pub struct Args {
     /// Use this Redis instead of starting a private redis-server.
     #[arg(long, env = "SECKILL_REDIS_URL")]
     redis_url: Option<String>,
+    /// Start a private Redis Cluster (3 masters, 1 replica each, free
+    /// ports) and run the demo on it.
+    #[arg(long, conflicts_with = "redis_url")]
+    cluster: bool,
     /// Buyers in the first wave.
     #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     buyers: u64,
@@ -39,21 +45,18 @@ pub struct Args {
 
 pub async fn run(args: Args) -> Result<ExitCode> {
     let started = Instant::now();
-    let private = match &args.redis_url {
-        Some(_) => None,
-        None => Some(RedisServer::start().context("starting a private redis-server")?),
+    let target = match (&args.redis_url, args.cluster) {
+        (_, true) => Target::private_cluster()?,
+        (Some(url), false) => Target::given(seckill_redis::Target::server(url)),
+        (None, false) => Target::private_server()?,
     };
-    let redis_url = args
-        .redis_url
-        .clone()
-        .or_else(|| private.as_ref().map(RedisServer::url))
-        .unwrap_or_default();
+    let redis = target.redis.clone();
     let dir = tempfile::Builder::new().prefix("seckill-demo-").tempdir()?;
     let database = dir.path().join("orders.db").to_string_lossy().into_owned();
     let token = format!("{:032x}", rand::random::<u128>());
     let running = seckill_service::start(seckill_service::Config {
         listen: "127.0.0.1:0".parse()?,
-        redis: seckill_redis::Target::server(&redis_url),
+        redis: redis.clone(),
         database_url: database.clone(),
         admin_token: token.clone(),
         rate_per_user: 50.0,
@@ -65,12 +68,12 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     .await
     .context("starting the service")?;
     let base = format!("http://{}", running.addr);
-    println!("service on {base}, redis {redis_url}, orders in {database}");
+    println!("service on {base}, redis {redis}, orders in {database}");
     let admin = Http::new(&base, Some(token));
     let http = Http::new(&base, None);
 
     // The sale: if an earlier demo left one on a shared Redis, start over.
-    let engine = Engine::connect(&redis_url).await?;
+    let engine = Engine::connect_target(&redis).await?;
     engine.delete_sale(SALE).await?;
     let (status, body) = admin
         .post(
@@ -145,10 +148,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
 
     // Everything in SQL, then the audit.
     let store = Store::open(&database).await?;
-    let mut conn = seckill_engine::client(&redis_url)?
-        .get_multiplexed_async_connection()
-        .await?;
-    wait_drained(&mut conn, SALE, Duration::from_secs(10)).await?;
+    wait_drained(&mut engine.connection(), SALE, Duration::from_secs(10)).await?;
     let report = audit(&engine, &store, SALE).await?;
     let (_, sale) = http.get(&format!("/v1/sales/{SALE}")).await?;
     running.stop().await;

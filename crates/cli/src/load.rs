@@ -113,7 +113,7 @@ pub async fn load(http: &Http, args: &Args) -> Result<Report> {
     let deadline = Instant::now() + Duration::from_secs(args.max_seconds);
     let users = (args.buyers * 7 / 10).max(1);
     let meter = match &args.redis_url {
-        Some(url) => Some(Meter::start(url).await?),
+        Some(url) => Some(Meter::start(&seckill_redis::Target::server(url)).await?),
         None => None,
     };
     let bar = progress(args.buyers, "requests");

@@ -16,14 +16,14 @@ use seckill_lock::Locks;
 use serde::Serialize;
 
 use crate::redis_benchmark;
+use crate::redis_cost::Meter;
 use crate::stats::{Latency, progress};
-use crate::target::Target;
+use crate::target::RedisArgs;
 
 #[derive(ClapArgs)]
 pub struct Args {
-    /// Redis to use; without it a private redis-server is started.
-    #[arg(long, env = "SECKILL_REDIS_URL")]
-    redis_url: Option<String>,
+    #[command(flatten)]
+    redis: RedisArgs,
     /// `hot`: every client contends for one lock; `spread`: one lock per client.
     #[arg(long, value_enum, default_value_t = Mode::Hot)]
     mode: Mode,
@@ -80,6 +80,12 @@ struct Report {
     handoff_p99_ms: Option<f64>,
     handoff_max_ms: Option<f64>,
     counter_ok: bool,
+    /// Redis command time per acquisition, µs: the lock's function calls
+    /// and the counter's GET and SET (`INFO commandstats`).
+    redis_us_per_acquisition: Option<f64>,
+    /// On a cluster: the same, split by master.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    redis_us_per_acquisition_by_master: Vec<(String, f64)>,
     redis_benchmark_set_nx_px_per_s: Option<f64>,
     /// acquisitions/s ÷ (SET NX PX/s ÷ 2): an acquisition is a take and a release.
     ratio_to_redis_benchmark_pairs: Option<f64>,
@@ -104,31 +110,31 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         args.duration > 0.0 && args.duration <= 3600.0,
         "--duration must be between 0 and 3600 seconds"
     );
-    let target = Target::new(args.redis_url.clone())?;
+    let target = args.redis.target()?;
     let run_id = format!("{:08x}", rand::random::<u32>());
     let duration = Duration::from_secs_f64(args.duration);
     let lease = Duration::from_millis(args.lease_ms);
 
     let mut clients = Vec::new();
     for i in 0..args.clients {
-        let locks = Locks::new(seckill_engine::client(&target.url)?)
+        let locks = Locks::new(&target.redis)
             .await
-            .with_context(|| format!("connecting to {}", target.url))?;
-        let conn = seckill_engine::client(&target.url)?
-            .get_multiplexed_async_connection()
-            .await?;
+            .with_context(|| format!("connecting to {}", target.redis))?;
+        let conn = target.redis.connect().await?;
         let name = match args.mode {
             Mode::Hot => format!("bench-{run_id}"),
             Mode::Spread => format!("bench-{run_id}-{i}"),
         };
+        // In the lock's hash slot: on a cluster, on the lock's master.
         clients.push((
             locks.lock(&name)?.lease(lease),
             conn,
-            format!("{name}:counter"),
+            format!("bench:{{{name}}}:counter"),
         ));
     }
 
     let bar = progress(duration.as_millis() as u64, "ms");
+    let mut meter = Meter::start(&target.redis).await?;
     let started = Instant::now();
     let stop = started + duration;
     // Nanoseconds after `started` at which the last holder began releasing.
@@ -184,9 +190,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     let mut wait = Latency::default();
     let mut handoff = Latency::default();
     let mut counter_ok = true;
-    let mut check = seckill_engine::client(&target.url)?
-        .get_multiplexed_async_connection()
-        .await?;
+    let mut check = target.redis.connect().await?;
     let mut counts = Vec::new();
     for task in tasks {
         let (result, counter) = task.await??;
@@ -196,6 +200,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         counts.push((counter, result.acquisitions, result.last_fence));
     }
     let elapsed = started.elapsed().as_secs_f64();
+    let cost = meter.read(&["get", "set"]).await?;
     ticker.abort();
     bar.finish_and_clear();
     match (args.mode, args.work) {
@@ -218,14 +223,26 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         }
     }
     let keys: Vec<String> = counts.iter().map(|c| c.0.clone()).collect();
-    let _: () = check.del(keys).await?;
+    for key in keys {
+        let _: () = check.del(key).await?;
+    }
+    let per_acquisition = |us: f64| (total > 0).then(|| us / total as f64);
 
     let acquisitions_per_s = total as f64 / elapsed;
     let (baseline, round_trips) = if args.compare {
-        let (host, port) = target.host_port()?;
-        let set = ["SET", "rb:lock:__rand_int__", "token", "NX", "PX", "10000"];
+        // One hash tag: on a cluster, every key on one master, which
+        // redis-benchmark is pointed at.
+        let key = "rb:lock:{bench}:__rand_int__";
+        let slot = target.redis.slot_of(key).await?;
+        let masters = target.redis.masters().await?;
+        let (host, port) = masters
+            .iter()
+            .find(|m| m.serves(slot))
+            .and_then(seckill_redis::Master::host_port)
+            .with_context(|| format!("no master with a TCP address serves slot {slot}"))?;
+        let set = ["SET", key, "token", "NX", "PX", "10000"];
         let pairs = redis_benchmark::rps(&host, port, 50, 1, 200_000, &set)?;
-        let get = ["GET", "rb:lock:__rand_int__"];
+        let get = ["GET", key];
         let trips = redis_benchmark::rps(&host, port, 1, 1, 20_000, &get)?;
         (Some(pairs), Some(trips))
     } else {
@@ -249,6 +266,15 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         handoff_p99_ms: (handoff.count() > 0).then(|| handoff.ms(0.99)),
         handoff_max_ms: (handoff.count() > 0).then(|| handoff.max_ms()),
         counter_ok,
+        redis_us_per_acquisition: per_acquisition(cost.command_us),
+        redis_us_per_acquisition_by_master: if cost.by_master.len() > 1 {
+            cost.by_master
+                .iter()
+                .filter_map(|(m, us)| Some((m.clone(), per_acquisition(*us)?)))
+                .collect()
+        } else {
+            Vec::new()
+        },
         redis_benchmark_set_nx_px_per_s: baseline,
         ratio_to_redis_benchmark_pairs: baseline.map(|rps| acquisitions_per_s / (rps / 2.0)),
         redis_benchmark_round_trips_per_s: round_trips,
@@ -275,7 +301,7 @@ fn print(r: &Report, json: bool) -> Result<()> {
     };
     let opt = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.3}"));
     println!(
-        "{:<7} {:>7} {:>9} {:>12} {:>11} {:>9} {:>9} {:>9} {:>11} {:>11} {:>8}",
+        "{:<7} {:>7} {:>9} {:>12} {:>11} {:>9} {:>9} {:>9} {:>11} {:>11} {:>8} {:>8}",
         "mode",
         "clients",
         "seconds",
@@ -286,10 +312,11 @@ fn print(r: &Report, json: bool) -> Result<()> {
         "wait max",
         "handoff p50",
         "handoff p99",
+        "redis µs",
         "counter"
     );
     println!(
-        "{:<7} {:>7} {:>9.2} {:>12} {:>11.0} {:>9.3} {:>9.3} {:>9.3} {:>11} {:>11} {:>8}",
+        "{:<7} {:>7} {:>9.2} {:>12} {:>11.0} {:>9.3} {:>9.3} {:>9.3} {:>11} {:>11} {:>8} {:>8}",
         mode,
         r.clients,
         r.duration_s,
@@ -300,9 +327,19 @@ fn print(r: &Report, json: bool) -> Result<()> {
         r.wait_max_ms,
         opt(r.handoff_p50_ms),
         opt(r.handoff_p99_ms),
+        r.redis_us_per_acquisition
+            .map_or_else(|| "-".to_owned(), |us| format!("{us:.2}")),
         if r.counter_ok { "exact" } else { "WRONG" }
     );
-    println!("(latencies in ms)");
+    println!("(latencies in ms; redis µs per acquisition)");
+    if !r.redis_us_per_acquisition_by_master.is_empty() {
+        let shares: Vec<String> = r
+            .redis_us_per_acquisition_by_master
+            .iter()
+            .map(|(m, us)| format!("{m} {us:.2}"))
+            .collect();
+        println!("redis µs per acquisition by master: {}", shares.join(", "));
+    }
     if let (Some(rps), Some(ratio)) = (
         r.redis_benchmark_set_nx_px_per_s,
         r.ratio_to_redis_benchmark_pairs,

@@ -30,23 +30,31 @@ const SCRIPT_CALLS: [&str; 6] = [
     "fcall_ro",
 ];
 
-/// A measurement under way; [`Meter::read`] ends it.
+/// A measurement under way on every master; [`Meter::read`] ends it.
 pub struct Meter {
+    masters: Vec<MasterMeter>,
+}
+
+struct MasterMeter {
+    addr: String,
     conn: MultiplexedConnection,
     pid: Option<u32>,
     cpu_start: Option<f64>,
 }
 
 /// Microseconds of Redis work in a measured run.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Cost {
     pub command_us: f64,
+    /// The process CPU of every master, where all of them are local.
     pub cpu_us: Option<f64>,
+    /// Command time per master (`host:port`), in the order of the masters.
+    pub by_master: Vec<(String, f64)>,
 }
 
 impl Cost {
     /// Per unit of work (`n` purchases or requests); `None` for `n == 0`.
-    pub fn per(self, n: u64) -> Option<(f64, Option<f64>)> {
+    pub fn per(&self, n: u64) -> Option<(f64, Option<f64>)> {
         (n > 0).then(|| {
             (
                 self.command_us / n as f64,
@@ -57,24 +65,36 @@ impl Cost {
 }
 
 impl Meter {
-    /// Resets the server's command statistics and notes its CPU time.
-    pub async fn start(url: &str) -> Result<Self> {
-        let mut conn = redis::Client::open(url)?
-            .get_multiplexed_async_connection()
+    /// Resets the command statistics of every master of `redis` (one
+    /// server, or each master of a cluster) and notes their CPU time.
+    pub async fn start(redis: &seckill_redis::Target) -> Result<Self> {
+        let masters = redis
+            .masters()
             .await
-            .with_context(|| format!("connecting to {url}"))?;
-        let () = redis::cmd("CONFIG")
-            .arg("RESETSTAT")
-            .query_async(&mut conn)
-            .await
-            .context("CONFIG RESETSTAT")?;
-        let pid = local_pid(url, &mut conn).await;
-        let cpu_start = pid.and_then(process_cpu_us);
-        Ok(Self {
-            conn,
-            pid,
-            cpu_start,
-        })
+            .with_context(|| format!("listing the masters of {redis}"))?;
+        let mut meters = Vec::new();
+        for master in masters {
+            let addr = master.addr();
+            let mut conn = master
+                .client()?
+                .get_multiplexed_async_connection()
+                .await
+                .with_context(|| format!("connecting to {addr}"))?;
+            let () = redis::cmd("CONFIG")
+                .arg("RESETSTAT")
+                .query_async(&mut conn)
+                .await
+                .context("CONFIG RESETSTAT")?;
+            let pid = local_pid(&master, &mut conn).await;
+            let cpu_start = pid.and_then(process_cpu_us);
+            meters.push(MasterMeter {
+                addr,
+                conn,
+                pid,
+                cpu_start,
+            });
+        }
+        Ok(Self { masters: meters })
     }
 
     /// The cost since [`Meter::start`]: script calls plus the commands in
@@ -84,21 +104,31 @@ impl Meter {
         self.read_only(&commands).await
     }
 
-    /// The cost since [`Meter::start`] of exactly `commands`; the server's
+    /// The cost since [`Meter::start`] of exactly `commands`; the servers'
     /// CPU is all of it, whoever sent what.
     pub async fn read_only(&mut self, commands: &[&str]) -> Result<Cost> {
-        let cpu_end = self.pid.and_then(process_cpu_us);
-        let info: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query_async(&mut self.conn)
-            .await?;
-        let usec = command_usec(&info);
-        let command_us = commands.iter().filter_map(|c| usec.get(*c)).sum();
-        let cpu_us = match (self.cpu_start, cpu_end) {
-            (Some(a), Some(b)) => Some(b - a),
-            _ => None,
+        let mut cost = Cost {
+            command_us: 0.0,
+            cpu_us: Some(0.0),
+            by_master: Vec::new(),
         };
-        Ok(Cost { command_us, cpu_us })
+        for master in &mut self.masters {
+            let cpu_end = master.pid.and_then(process_cpu_us);
+            let info: String = redis::cmd("INFO")
+                .arg("commandstats")
+                .query_async(&mut master.conn)
+                .await
+                .with_context(|| format!("INFO commandstats of {}", master.addr))?;
+            let usec = command_usec(&info);
+            let command_us: f64 = commands.iter().filter_map(|c| usec.get(*c)).sum();
+            cost.command_us += command_us;
+            cost.cpu_us = match (cost.cpu_us, master.cpu_start, cpu_end) {
+                (Some(sum), Some(a), Some(b)) => Some(sum + b - a),
+                _ => None,
+            };
+            cost.by_master.push((master.addr.clone(), command_us));
+        }
+        Ok(cost)
     }
 }
 
@@ -136,19 +166,19 @@ fn command_usec(info: &str) -> HashMap<String, f64> {
 }
 
 /// The server's pid, if it runs on this machine (a loopback address).
-async fn local_pid(url: &str, conn: &mut MultiplexedConnection) -> Option<u32> {
-    use redis::IntoConnectionInfo;
-    let info = url.into_connection_info().ok()?;
-    let local = match info.addr() {
-        redis::ConnectionAddr::Tcp(host, _) => {
+async fn local_pid(
+    master: &seckill_redis::Master,
+    conn: &mut MultiplexedConnection,
+) -> Option<u32> {
+    let local = match master.host_port() {
+        Some((host, _)) => {
             host == "localhost"
                 || host
                     .trim_matches(['[', ']'])
                     .parse::<std::net::IpAddr>()
                     .is_ok_and(|ip| ip.is_loopback())
         }
-        redis::ConnectionAddr::Unix(_) => true,
-        _ => false,
+        None => true,
     };
     if !local {
         return None;

@@ -2,39 +2,76 @@
 
 use anyhow::{Context, Result};
 use clap::Args;
-use seckill_testkit::RedisServer;
+use seckill_testkit::{RedisCluster, RedisServer};
 
-/// The Redis a command uses: the one at `--redis-url`, or a private
-/// `redis-server` started for this run and stopped when this is dropped.
+/// Which Redis `bench` and `lock-bench` run against.
+#[derive(Args)]
+pub struct RedisArgs {
+    /// Redis to use; without it (or `--redis-cluster`) a private
+    /// redis-server is started for the run.
+    #[arg(long, env = "SECKILL_REDIS_URL")]
+    redis_url: Option<String>,
+    /// A Redis Cluster instead (it overrides `--redis-url`): seed nodes as
+    /// `host:port[,host:port…]` (or `redis://` URLs).
+    #[arg(long, env = "SECKILL_REDIS_CLUSTER", value_name = "NODE[,NODE…]")]
+    redis_cluster: Option<String>,
+    /// Start a private Redis Cluster (3 masters, 1 replica each, free
+    /// ports) for the run instead.
+    #[arg(long, conflicts_with_all = ["redis_url", "redis_cluster"])]
+    cluster: bool,
+}
+
+impl RedisArgs {
+    /// The Redis named, or a private server (or cluster) started now.
+    pub fn target(&self) -> Result<Target> {
+        if self.cluster {
+            return Target::private_cluster();
+        }
+        match (&self.redis_cluster, &self.redis_url) {
+            (Some(nodes), _) => Ok(Target::given(
+                seckill_redis::Target::cluster(nodes)
+                    .with_context(|| format!("--redis-cluster {nodes:?}"))?,
+            )),
+            (None, Some(url)) => Ok(Target::given(seckill_redis::Target::server(url))),
+            (None, None) => Target::private_server(),
+        }
+    }
+}
+
+/// The Redis a command uses: one it was given, or a private `redis-server`
+/// (or cluster) started for this run and stopped when this is dropped.
 pub struct Target {
-    pub url: String,
-    _private: Option<RedisServer>,
+    pub redis: seckill_redis::Target,
+    /// The private server or cluster, kept running until this is dropped.
+    _private: Option<Box<dyn std::any::Any + Send>>,
 }
 
 impl Target {
-    pub fn new(url: Option<String>) -> Result<Self> {
-        match url {
-            Some(url) => Ok(Self {
-                url,
-                _private: None,
-            }),
-            None => {
-                let server = RedisServer::start().context("starting a private redis-server")?;
-                Ok(Self {
-                    url: server.url(),
-                    _private: Some(server),
-                })
-            }
+    /// A Redis the command was given.
+    pub fn given(redis: seckill_redis::Target) -> Self {
+        Self {
+            redis,
+            _private: None,
         }
     }
 
-    /// Host and port, for tools that take them separately.
-    pub fn host_port(&self) -> Result<(String, u16)> {
-        use redis::IntoConnectionInfo;
-        match self.url.as_str().into_connection_info()?.addr() {
-            redis::ConnectionAddr::Tcp(host, port) => Ok((host.clone(), *port)),
-            other => anyhow::bail!("not a plain TCP address: {other}"),
-        }
+    /// A private redis-server on a free port.
+    pub fn private_server() -> Result<Self> {
+        let server = RedisServer::start().context("starting a private redis-server")?;
+        Ok(Self {
+            redis: seckill_redis::Target::server(&server.url()),
+            _private: Some(Box::new(server)),
+        })
+    }
+
+    /// A private cluster of 3 masters with a replica each, on free ports.
+    pub fn private_cluster() -> Result<Self> {
+        let cluster = RedisCluster::start(3, 1)
+            .context("starting a private Redis Cluster (3 masters, 3 replicas)")?;
+        Ok(Self {
+            redis: seckill_redis::Target::cluster(&cluster.addresses().join(","))?,
+            _private: Some(Box::new(cluster)),
+        })
     }
 }
 

@@ -64,10 +64,10 @@ fn every_strategy_reports_a_clean_verified_run_as_json() {
 
 /// `--compare` is what docs/benchmarks.md is built on: it must run, report
 /// every baseline with its Redis time, and each strategy's Redis time per
-/// purchase must be measured, not absent.
-#[test]
-fn compare_runs_every_baseline_and_reports_redis_time() {
-    let out = seckill(&[
+/// purchase must be measured, not absent. Answers the strategy's row and
+/// the baselines.
+fn compare(redis: &[&str]) -> (serde_json::Value, Vec<serde_json::Value>) {
+    let mut args = vec![
         "bench",
         "--strategy",
         "atomic",
@@ -77,16 +77,19 @@ fn compare_runs_every_baseline_and_reports_redis_time() {
         "1000",
         "--compare",
         "--json",
-    ]);
+    ];
+    args.extend(redis);
+    let out = seckill(&args);
     common::assert_success(&out);
-    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+    let mut lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    let row = &lines[0];
+    let row = lines.remove(0);
     assert_eq!(row["strategy"], "atomic", "{row}");
-    common::assert_positive(row, &["redis_us_per_purchase"]);
-    let baselines = &lines[1..];
+    assert_eq!(row["ok"], true, "{row}");
+    common::assert_positive(&row, &["redis_us_per_purchase"]);
+    let baselines = lines;
     // Check+DECR and the purchase at -P 1 and -P 16, the two floors and
     // three refusals at -P 16.
     assert_eq!(baselines.len(), 9, "{baselines:?}");
@@ -101,9 +104,89 @@ fn compare_runs_every_baseline_and_reports_redis_time() {
             "no floor {floor:?}: {baselines:?}"
         );
     }
-    for b in baselines {
+    for b in &baselines {
         common::assert_positive(b, &["requests_per_s", "redis_us_per_call"]);
     }
+    (row, baselines)
+}
+
+#[test]
+fn compare_runs_every_baseline_and_reports_redis_time() {
+    let (row, baselines) = compare(&[]);
+    assert!(
+        row.get("redis_us_per_purchase_by_master").is_none(),
+        "{row}"
+    );
+    assert!(baselines.iter().all(|b| b.get("master").is_none()));
+}
+
+/// On a private 3-master cluster: the same columns, the Redis time split
+/// by master (the sale's master did the work), and each baseline run on
+/// the master of its sale.
+#[test]
+fn compare_on_a_cluster_reports_redis_time_per_master() {
+    let (row, baselines) = compare(&["--cluster"]);
+    let by_master = row["redis_us_per_purchase_by_master"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no split by master: {row}"));
+    assert_eq!(by_master.len(), 3, "{row}");
+    let shares: Vec<f64> = by_master
+        .iter()
+        .map(|m| m["redis_us"].as_f64().unwrap())
+        .collect();
+    let total = row["redis_us_per_purchase"].as_f64().unwrap();
+    assert!(
+        (shares.iter().sum::<f64>() - total).abs() < 0.01,
+        "{shares:?} do not add up to {total}"
+    );
+    let busiest = shares.iter().copied().fold(0.0, f64::max);
+    assert!(busiest > 0.99 * total, "one sale, one master: {shares:?}");
+    for b in &baselines {
+        assert!(b["master"].as_str().is_some(), "{b}");
+    }
+}
+
+/// Every strategy that runs on a cluster sells exactly its stock there;
+/// `watch`, which needs one server, is skipped with a word, and asked for
+/// alone it is refused.
+#[test]
+fn every_strategy_but_watch_runs_on_a_cluster() {
+    let out = seckill(&[
+        "bench",
+        "--cluster",
+        "--strategy",
+        "all",
+        "--stock",
+        "200",
+        "--buyers",
+        "1000",
+        "--per-user-limit",
+        "1",
+        "--json",
+    ]);
+    common::assert_success(&out);
+    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let names: Vec<&str> = rows
+        .iter()
+        .map(|r| r["strategy"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["lock", "list", "lua", "atomic", "coalesced"]);
+    for row in &rows {
+        assert_eq!(row["ok"], true, "{row}");
+        assert_eq!(row["sold"], 200, "{row}");
+        assert_eq!(row["oversold"], 0, "{row}");
+    }
+    assert!(String::from_utf8_lossy(&out.stderr).contains("watch: skipped"));
+    let out = seckill(&["bench", "--cluster", "--strategy", "watch"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not on a cluster"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]

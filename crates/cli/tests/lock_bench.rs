@@ -82,3 +82,46 @@ fn bad_arguments_are_refused_with_a_message() {
         ],
     ]);
 }
+
+/// On a private 3-master cluster: hand-offs stay exact, and the Redis time
+/// per acquisition is reported in total and by master (the hot lock's
+/// master did the work).
+#[test]
+fn a_hot_lock_on_a_cluster_reports_redis_time_per_master() {
+    let out = seckill(&[
+        "lock-bench",
+        "--cluster",
+        "--mode",
+        "hot",
+        "--clients",
+        "8",
+        "--duration",
+        "0.5",
+        "--compare",
+        "--json",
+    ]);
+    common::assert_success(&out);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["counter_ok"], true, "{report}");
+    common::assert_positive(
+        &report,
+        &[
+            "acquisitions",
+            "redis_us_per_acquisition",
+            "redis_benchmark_set_nx_px_per_s",
+        ],
+    );
+    let by_master = report["redis_us_per_acquisition_by_master"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no split by master: {report}"));
+    assert_eq!(by_master.len(), 3, "{report}");
+    let total = report["redis_us_per_acquisition"].as_f64().unwrap();
+    let busiest = by_master
+        .iter()
+        .map(|m| m[1].as_f64().unwrap())
+        .fold(0.0, f64::max);
+    assert!(
+        busiest > 0.99 * total,
+        "one lock, one master: {by_master:?}"
+    );
+}

@@ -30,6 +30,33 @@ fn demo_runs_a_whole_sale_and_exits_0_with_a_clean_audit() {
     }
 }
 
+/// `seckill demo --cluster`: the same demo on a private 3-master +
+/// 3-replica Redis Cluster, audit clean, exit 0.
+#[test]
+fn demo_runs_on_a_private_cluster() {
+    let out = seckill()
+        .args([
+            "demo",
+            "--cluster",
+            "--buyers",
+            "3000",
+            "--concurrency",
+            "100",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("redis the cluster at"), "{stdout}");
+    for line in ["audit", "clean", "resold in later waves"] {
+        assert!(stdout.contains(line), "{line} missing:\n{stdout}");
+    }
+}
+
 /// The demo's timings hold whatever the machine's speed: ten demos in a
 /// row, each beside a CPU hog on every core, all exit 0 with a clean audit.
 #[test]

@@ -22,8 +22,8 @@ use crate::strategy::{CoalescerConfig, Ctx, Purchaser, Strategy};
 #[derive(Clone)]
 pub struct Engine {
     pub(crate) conn: Conn,
-    /// For the classic `lock` and `watch` strategies, which need
-    /// connections of their own to one server; `None` on a cluster.
+    /// For the classic `watch` strategy, which needs connections of its
+    /// own to one server; `None` on a cluster.
     client: Option<redis::Client>,
     target: Target,
     /// Made on first use by the `lock` strategy: it needs a subscription.
@@ -125,10 +125,10 @@ impl Engine {
             keys: SaleKeys::new(id)?,
             sale,
         };
-        let locks = match (strategy, &self.client) {
-            (Strategy::Lock, Some(client)) => Some(
+        let locks = match strategy {
+            Strategy::Lock => Some(
                 self.locks
-                    .get_or_try_init(|| seckill_lock::Locks::new(client.clone()))
+                    .get_or_try_init(|| seckill_lock::Locks::new(&self.target))
                     .await?
                     .clone(),
             ),

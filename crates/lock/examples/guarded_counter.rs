@@ -25,7 +25,7 @@ pub async fn run(url: &str) -> Result<u64, Box<dyn std::error::Error>> {
     let client = redis::Client::open(info)?;
     let locks = Locks::builder()
         .prefix("example:lock")
-        .connect(client.clone())
+        .connect(&seckill_redis::Target::server(url))
         .await?;
     let mut conn = client.get_multiplexed_async_connection().await?;
     let _: () = conn.del(&["example:counter", "example:fence"]).await?;

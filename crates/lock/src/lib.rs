@@ -6,7 +6,8 @@
 //! are handed the lock by the release itself (no polling, no thundering
 //! herd), every grant carries a fencing token, a watchdog renews the lease
 //! and says when the lock is lost, and the same API runs Redlock over
-//! several independent masters.
+//! several independent masters. On a Redis Cluster each lock lives on the
+//! master of its hash slot.
 //!
 //! Modules:
 //! - `locks`: [`Locks`] (connection and settings) and [`Lock`] (one name).
@@ -17,13 +18,13 @@
 //! - `notify`: routes hand-off notifications to waiting tasks.
 //! - `redlock`: the quorum algorithm over N masters.
 //! - `keys`: key layout, name checks, random tokens.
-//! - `scripts`: the Lua scripts (`src/lua/*.lua`), called by SHA.
+//! - `scripts`: the Lua (`src/lua/*.lua`), one Redis Functions library.
 //! - `error`: [`Error`], the one error type.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
-//! let locks = seckill_lock::Locks::new(redis::Client::open("redis://127.0.0.1:6379/")?).await?;
+//! let locks = seckill_lock::Locks::new(&seckill_redis::Target::server("redis://127.0.0.1:6379/")).await?;
 //! let stock = locks.lock("stock:sku-1")?.lease(Duration::from_secs(5));
 //! if let Some(guard) = stock.try_acquire().await? {
 //!     // ... read-modify-write, passing guard.fence() along ...

@@ -4,6 +4,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use seckill_redis::Target;
+
 use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::guard::Guard;
@@ -23,15 +25,15 @@ pub const MAX_LEASE: Duration = Duration::from_secs(24 * 3600);
 
 /// A handle to the lock service: cheap to clone, share it across tasks.
 ///
-/// It takes the `redis::Client` you made, so TLS, authentication and TCP
-/// settings are yours; turn `TCP_NODELAY` on (redis-rs leaves Nagle's
-/// algorithm on, which can add up to 40 ms to a hand-off).
+/// One server or a Redis Cluster, as a [`Target`] says: on a cluster a
+/// lock's keys share a hash tag, so each lock lives on one master and its
+/// scripts run there; hand-off notifications reach waiters on any node.
 ///
 /// ```no_run
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// use std::time::Duration;
-/// let client = redis::Client::open("redis://127.0.0.1:6379/")?;
-/// let locks = seckill_lock::Locks::new(client).await?;
+/// let redis = seckill_redis::Target::server("redis://127.0.0.1:6379/");
+/// let locks = seckill_lock::Locks::new(&redis).await?;
 /// let lock = locks.lock("order:42")?.lease(Duration::from_secs(5));
 /// let guard = lock.acquire(Duration::from_secs(2)).await?;
 /// println!("fence {}", guard.fence());
@@ -62,10 +64,10 @@ impl std::fmt::Debug for Locks {
 }
 
 impl Locks {
-    /// Locks on the one Redis server `client` points at, with the default
-    /// prefix. Connects now (a connection and a subscription).
-    pub async fn new(client: redis::Client) -> Result<Self> {
-        Self::builder().connect(client).await
+    /// Locks on `redis` (a server or a cluster), with the default prefix.
+    /// Connects now (a connection and a subscription).
+    pub async fn new(redis: &Target) -> Result<Self> {
+        Self::builder().connect(redis).await
     }
 
     /// Settings other than the defaults.
@@ -92,7 +94,7 @@ impl Locks {
     }
 }
 
-/// Builds a [`Locks`]: `Locks::builder().prefix("shop:lock").connect(client)`.
+/// Builds a [`Locks`]: `Locks::builder().prefix("shop:lock").connect(&redis)`.
 #[derive(Clone, Debug)]
 pub struct LocksBuilder {
     prefix: String,
@@ -112,12 +114,12 @@ impl LocksBuilder {
         self
     }
 
-    /// Locks on the one Redis server `client` points at (or one cluster
-    /// shard: a lock's keys share a hash tag).
-    pub async fn connect(self, client: redis::Client) -> Result<Locks> {
+    /// Locks on `redis`: one server, or a cluster (each lock's keys share
+    /// a hash tag, so a lock lives on one master).
+    pub async fn connect(self, redis: &Target) -> Result<Locks> {
         keys::check("prefix", &self.prefix, 256)?;
         let channel = format!("{}:notify:{}", self.prefix, keys::token());
-        let backend = Backend::Single(Single::connect(client, channel).await?);
+        let backend = Backend::Single(Single::connect(redis, channel).await?);
         Ok(self.build(backend))
     }
 

@@ -8,12 +8,19 @@
 //! at-most-once, so a waiter never depends on it alone: it also wakes when the
 //! holder's lease would end and asks Redis (`poll.lua`), which also covers a
 //! holder that died without releasing.
+//!
+//! On a cluster the channel is classic pub/sub, not sharded: a `PUBLISH`
+//! (from a script too) reaches the subscribers of every node, so one
+//! subscription per client, on any node, hears the hand-offs of locks in
+//! every slot, slot moves and failovers included. Sharded pub/sub would
+//! need a subscription per lock name on the master that owns its slot.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use seckill_redis::Target;
 use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
 
@@ -32,10 +39,10 @@ pub(crate) struct Notifier {
 impl Notifier {
     /// Subscribes to `channel` and returns once the subscription is active,
     /// so no hand-off sent after this can be missed while connected.
-    pub async fn start(client: redis::Client, channel: String) -> redis::RedisResult<Self> {
+    pub async fn start(target: Target, channel: String) -> redis::RedisResult<Self> {
         let waiters = Waiters::default();
-        let pubsub = subscribe(&client, &channel).await?;
-        let task = tokio::spawn(dispatch(client, channel.clone(), pubsub, waiters.clone()));
+        let pubsub = subscribe(&target, &channel, 0).await?;
+        let task = tokio::spawn(dispatch(target, channel.clone(), pubsub, waiters.clone()));
         Ok(Self {
             channel,
             waiters,
@@ -93,7 +100,7 @@ fn lock(waiters: &Waiters) -> std::sync::MutexGuard<'_, HashMap<String, oneshot:
 }
 
 async fn dispatch(
-    client: redis::Client,
+    target: Target,
     channel: String,
     mut pubsub: redis::aio::PubSub,
     waiters: Waiters,
@@ -113,9 +120,11 @@ async fn dispatch(
             }
         }
         // Disconnected: waiters fall back to their lease timers until we are back.
+        let mut attempt = 0;
         pubsub = loop {
             tokio::time::sleep(RESUBSCRIBE_DELAY).await;
-            match subscribe(&client, &channel).await {
+            attempt += 1;
+            match subscribe(&target, &channel, attempt).await {
                 Ok(p) => break p,
                 Err(e) => tracing::debug!(error = %e, "lock notifications: re-subscribe failed"),
             }
@@ -123,10 +132,14 @@ async fn dispatch(
     }
 }
 
+/// Subscribes on the server, or on a cluster on the `attempt`-th seed node
+/// (the next one answers when this one is down).
 async fn subscribe(
-    client: &redis::Client,
+    target: &Target,
     channel: &str,
+    attempt: usize,
 ) -> redis::RedisResult<redis::aio::PubSub> {
+    let client = seckill_redis::client(target.pubsub_url(attempt))?;
     let mut pubsub = client.get_async_pubsub().await?;
     pubsub.subscribe(channel).await?;
     Ok(pubsub)

@@ -14,21 +14,23 @@
 
 use std::time::{Duration, Instant};
 
+use futures_util::TryFutureExt;
 use futures_util::future::join_all;
 use redis::aio::ConnectionManager;
+use seckill_redis::Conn;
 use tokio::sync::OnceCell;
 
 use crate::error::{Error, Result};
 use crate::keys::Keys;
 use crate::lease::{MAX_WAIT, drift, millis, valid_until};
-use crate::scripts::{SCRIPTS, run};
+use crate::scripts::run;
 
 /// Waiters retry after a random delay up to this long.
 const RETRY_MAX_DELAY: Duration = Duration::from_millis(20);
 
 struct Node {
     client: redis::Client,
-    conn: OnceCell<ConnectionManager>,
+    conn: OnceCell<Conn>,
 }
 
 pub(crate) struct Quorum {
@@ -61,7 +63,7 @@ impl Quorum {
     async fn on_all<T: redis::FromRedisValue>(
         &self,
         nodes: &[usize],
-        script: &redis::Script,
+        script: &str,
         keys: &Keys,
         args: &[&str],
     ) -> Vec<Option<T>> {
@@ -76,9 +78,10 @@ impl Quorum {
                             .set_response_timeout(Some(self.node_timeout))
                             .set_number_of_retries(0);
                         ConnectionManager::new_with_config(node.client.clone(), config)
+                            .map_ok(Conn::from)
                     })
                     .await?;
-                run::<T, _>(&mut conn.clone(), script, keys, args).await
+                run::<T>(&mut conn.clone(), script, keys, args).await
             };
             match tokio::time::timeout(self.node_timeout, call).await {
                 Ok(Ok(value)) => Some(value),
@@ -105,12 +108,7 @@ impl Quorum {
         let started = Instant::now();
         let lease_ms = millis(lease).to_string();
         let replies: Vec<Option<(i64, i64)>> = self
-            .on_all(
-                &self.all(),
-                &SCRIPTS.acquire,
-                keys,
-                &[token, &lease_ms, "0", ""],
-            )
+            .on_all(&self.all(), "acquire", keys, &[token, &lease_ms, "0", ""])
             .await;
         let answered = replies.iter().flatten().count();
         let granted: Vec<(usize, i64)> = replies
@@ -125,7 +123,7 @@ impl Quorum {
             let fence = granted.iter().map(|(_, f)| *f).max().unwrap_or(0);
             let holders: Vec<usize> = granted.iter().map(|(i, _)| *i).collect();
             let raised = self
-                .on_all::<i64>(&holders, &SCRIPTS.raise_fence, keys, &[&fence.to_string()])
+                .on_all::<i64>(&holders, "raise_fence", keys, &[&fence.to_string()])
                 .await
                 .into_iter()
                 .flatten()
@@ -178,7 +176,7 @@ impl Quorum {
     /// `Ok(true)` when a quorum still held the lock for `token` and released it.
     pub async fn release(&self, keys: &Keys, token: &str) -> Result<bool> {
         let replies = self
-            .on_all::<i64>(&self.all(), &SCRIPTS.release, keys, &[token])
+            .on_all::<i64>(&self.all(), "release", keys, &[token])
             .await;
         self.tally(&replies)
     }
@@ -188,7 +186,7 @@ impl Quorum {
         let replies = self
             .on_all::<i64>(
                 &self.all(),
-                &SCRIPTS.extend,
+                "extend",
                 keys,
                 &[token, &millis(lease).to_string()],
             )

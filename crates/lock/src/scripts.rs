@@ -1,54 +1,38 @@
 use std::sync::LazyLock;
 
-use redis::Script;
+use seckill_redis::{Conn, Library};
 
 use crate::keys::Keys;
 
-/// The lock's Lua scripts. Each is sent by SHA (`EVALSHA`); redis-rs loads it
-/// again by itself when the server answers `NOSCRIPT` (after a restart or
-/// `SCRIPT FLUSH`), which is safe because `NOSCRIPT` means nothing ran.
-pub(crate) struct Scripts {
-    pub acquire: Script,
-    pub release: Script,
-    pub extend: Script,
-    pub poll: Script,
-    pub withdraw: Script,
-    pub raise_fence: Script,
-}
-
-macro_rules! lock_script {
-    ($file:literal) => {
-        Script::new(concat!(
-            include_str!("lua/common.lua"),
-            include_str!(concat!("lua/", $file))
-        ))
-    };
-}
-
-pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
-    acquire: lock_script!("acquire.lua"),
-    release: lock_script!("release.lua"),
-    extend: lock_script!("extend.lua"),
-    poll: lock_script!("poll.lua"),
-    withdraw: lock_script!("withdraw.lua"),
-    raise_fence: lock_script!("raise_fence.lua"),
+/// The lock's Lua (`src/lua/*.lua`) as one Redis Functions library, loaded
+/// by the first call that finds it missing. A library is replicated and
+/// saved with the data, so after a failover the promoted replica already
+/// has it, and no call depends on every node being reachable.
+pub(crate) static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
+    const COMMON: &str = include_str!("lua/common.lua");
+    Library::builder("seckill_lock")
+        .function("acquire", &[COMMON, include_str!("lua/acquire.lua")])
+        .function("release", &[COMMON, include_str!("lua/release.lua")])
+        .function("extend", &[COMMON, include_str!("lua/extend.lua")])
+        .function("poll", &[COMMON, include_str!("lua/poll.lua")])
+        .function("withdraw", &[COMMON, include_str!("lua/withdraw.lua")])
+        .function(
+            "raise_fence",
+            &[COMMON, include_str!("lua/raise_fence.lua")],
+        )
+        .build()
 });
 
-/// Runs `script` on `keys` with `args` over `conn`.
-pub(crate) async fn run<T, C>(
-    conn: &mut C,
-    script: &Script,
+/// Runs the lock's function `name` on `keys` with `args` over `conn`.
+pub(crate) async fn run<T: redis::FromRedisValue>(
+    conn: &mut Conn,
+    name: &str,
     keys: &Keys,
     args: &[&str],
-) -> redis::RedisResult<T>
-where
-    T: redis::FromRedisValue,
-    C: redis::aio::ConnectionLike,
-{
-    let mut invocation = script.prepare_invoke();
-    invocation.key(&keys.all);
+) -> redis::RedisResult<T> {
+    let mut call = LIBRARY.call(name, &keys.all);
     for arg in args {
-        invocation.arg(*arg);
+        call.arg(*arg);
     }
-    invocation.invoke_async(conn).await
+    call.invoke(conn).await
 }

@@ -3,13 +3,13 @@
 
 use std::time::{Duration, Instant};
 
-use redis::aio::ConnectionManager;
+use seckill_redis::{Conn, Target};
 
 use crate::error::{Error, Result};
 use crate::keys::Keys;
 use crate::lease::{MAX_WAIT, millis, remaining, valid_until};
 use crate::notify::Notifier;
-use crate::scripts::{SCRIPTS, run};
+use crate::scripts::run;
 
 /// Margin added to a holder's remaining lease before a waiter checks on it
 /// itself, so the normal notification path wins the race.
@@ -18,22 +18,18 @@ const EXPIRY_MARGIN: Duration = Duration::from_millis(2);
 const MAX_POLL_GAP: Duration = Duration::from_secs(1);
 
 pub(crate) struct Single {
-    conn: ConnectionManager,
+    conn: Conn,
     notifier: Notifier,
 }
 
 impl Single {
-    pub async fn connect(client: redis::Client, channel: String) -> Result<Self> {
-        let config = redis::aio::ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(1)))
-            .set_response_timeout(Some(Duration::from_secs(1)))
-            .set_number_of_retries(2);
-        let conn = ConnectionManager::new_with_config(client.clone(), config).await?;
-        let notifier = Notifier::start(client, channel).await?;
+    pub async fn connect(target: &Target, channel: String) -> Result<Self> {
+        let conn = target.connect().await?;
+        let notifier = Notifier::start(target.clone(), channel).await?;
         Ok(Self { conn, notifier })
     }
 
-    fn conn(&self) -> ConnectionManager {
+    fn conn(&self) -> Conn {
         self.conn.clone()
     }
 
@@ -45,7 +41,7 @@ impl Single {
     ) -> Result<Option<u64>> {
         let (granted, value): (i64, i64) = run(
             &mut self.conn(),
-            &SCRIPTS.acquire,
+            "acquire",
             keys,
             &[token, &millis(lease).to_string(), "0", ""],
         )
@@ -79,7 +75,7 @@ impl Single {
             if now >= deadline {
                 asked = Instant::now();
                 let (fence, pttl): (u64, i64) =
-                    run(&mut self.conn(), &SCRIPTS.withdraw, keys, &[token, "1"]).await?;
+                    run(&mut self.conn(), "withdraw", keys, &[token, "1"]).await?;
                 return match fence {
                     0 => Err(Error::Timeout {
                         name: keys.name.clone(),
@@ -110,7 +106,7 @@ impl Single {
                 () = tokio::time::sleep(nap) => {}
             }
             asked = Instant::now();
-            let answer: Vec<i64> = run(&mut self.conn(), &SCRIPTS.poll, keys, &[token]).await?;
+            let answer: Vec<i64> = run(&mut self.conn(), "poll", keys, &[token]).await?;
             (state, value) = (answer[0], answer.get(1).copied().unwrap_or(-2));
             if state == 1 {
                 let pttl = answer.get(2).copied().unwrap_or(0);
@@ -142,18 +138,18 @@ impl Single {
             &millis(wait).max(1).to_string(),
             self.notifier.channel(),
         ];
-        Ok(run(&mut self.conn(), &SCRIPTS.acquire, keys, &args).await?)
+        Ok(run(&mut self.conn(), "acquire", keys, &args).await?)
     }
 
     pub async fn release(&self, keys: &Keys, token: &str) -> Result<bool> {
-        let released: i64 = run(&mut self.conn(), &SCRIPTS.release, keys, &[token]).await?;
+        let released: i64 = run(&mut self.conn(), "release", keys, &[token]).await?;
         Ok(released == 1)
     }
 
     pub async fn extend(&self, keys: &Keys, token: &str, lease: Duration) -> Result<bool> {
         let extended: i64 = run(
             &mut self.conn(),
-            &SCRIPTS.extend,
+            "extend",
             keys,
             &[token, &millis(lease).to_string()],
         )
@@ -164,7 +160,7 @@ impl Single {
     /// Cleans up after an acquire that was cancelled or failed midway: leaves
     /// the queue and, if the lock was granted meanwhile, releases it.
     pub async fn abandon(&self, keys: &Keys, token: &str) -> Result<()> {
-        let _: (i64, i64) = run(&mut self.conn(), &SCRIPTS.withdraw, keys, &[token, "0"]).await?;
+        let _: (i64, i64) = run(&mut self.conn(), "withdraw", keys, &[token, "0"]).await?;
         Ok(())
     }
 }

@@ -419,7 +419,7 @@ async fn bad_names_and_leases_are_refused() {
     assert!(
         Locks::builder()
             .prefix("a}b")
-            .connect(common::client(&server.url()))
+            .connect(&seckill_redis::Target::server(&server.url()))
             .await
             .is_err()
     );

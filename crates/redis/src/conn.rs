@@ -212,6 +212,14 @@ impl Conn {
     }
 }
 
+/// A connection to one server made with settings of its own (Redlock
+/// sets its per-master timeouts this way).
+impl From<ConnectionManager> for Conn {
+    fn from(manager: ConnectionManager) -> Self {
+        Self(Inner::Server(manager))
+    }
+}
+
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match &mut self.0 {

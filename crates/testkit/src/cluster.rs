@@ -174,6 +174,28 @@ impl RedisCluster {
         self.wait_ok()
     }
 
+    /// Kills master `port` with SIGKILL, as a crash would, and waits until
+    /// one of its replicas has taken over its slots (node timeout plus the
+    /// election: about 4 s with the 2 s node timeout of
+    /// [`Options::cluster_node`]). Answers the new master's port.
+    pub fn kill_master(&mut self, port: u16) -> io::Result<u16> {
+        let replicas = self.replicas_of(port)?;
+        if replicas.is_empty() {
+            return Err(io::Error::other(format!("master {port} has no replica")));
+        }
+        self.node(port).kill();
+        let deadline = Instant::now() + SETTLE_TIMEOUT;
+        loop {
+            for &replica in &replicas {
+                if cli(replica, &["role"]).is_ok_and(|r| r.starts_with("master")) {
+                    self.wait_ok()?;
+                    return Ok(replica);
+                }
+            }
+            settle_or_fail(deadline, "a replica to take over")?;
+        }
+    }
+
     /// Moves `slot` and its keys to master `to`, as `redis-cli --cluster
     /// reshard` does: importing/migrating, `MIGRATE` in batches, then
     /// `SETSLOT NODE` on every master. Commands on the slot meanwhile get

@@ -98,6 +98,12 @@ impl Strategy {
             Self::Atomic | Self::Coalesced => Inventory::Hash,
         }
     }
+
+    /// Whether it runs on a Redis Cluster: all but `watch`, whose
+    /// WATCH/MULTI needs a connection of its own to one server.
+    pub fn runs_on_a_cluster(self) -> bool {
+        self != Self::Watch
+    }
 }
 
 /// What every strategy works with: a connection and the sale it sells.

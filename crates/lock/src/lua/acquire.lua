@@ -1,5 +1,7 @@
 -- ARGV: token, lease ms, wait ms (0 = do not queue), notification channel.
 -- Returns {1, fence} when granted, else {0, pttl of the current holder}.
+-- Sent twice (a cluster client resends after a dropped connection), it
+-- answers the grant it already made instead of queueing the holder.
 local token, lease, wait = ARGV[1], ARGV[2], tonumber(ARGV[3])
 if redis.call('EXISTS', KEYS[1]) == 0 then
   -- A free lock with waiters means its holder expired: they go first.
@@ -7,7 +9,11 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
     return {1, grant(token, lease)}
   end
 end
-if wait > 0 then
+local fence = owned(token)
+if fence then
+  return {1, fence}
+end
+if wait > 0 and redis.call('HEXISTS', KEYS[4], token) == 0 then
   redis.call('RPUSH', KEYS[3], token)
   redis.call('HSET', KEYS[4], token, string.format('%s|%s|%d', ARGV[4], lease, now_ms() + wait))
 end

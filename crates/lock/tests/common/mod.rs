@@ -16,7 +16,9 @@ pub fn client(url: &str) -> redis::Client {
 
 /// Locks on the server at `url`.
 pub async fn connect(url: &str) -> Locks {
-    Locks::new(client(url)).await.unwrap()
+    Locks::new(&seckill_redis::Target::server(url))
+        .await
+        .unwrap()
 }
 
 /// `try_acquire` of lock `name` with default settings, panicking on errors.

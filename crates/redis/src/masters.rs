@@ -1,0 +1,129 @@
+//! [`Master`]: the masters behind a [`Target`] and the slots each serves,
+//! for tools that measure or drive every master (per-master Redis time,
+//! `redis-benchmark` against the master of one sale).
+
+use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisResult, Value};
+
+use crate::conn::{Target, client};
+
+/// A master: the one server, or one master of a cluster.
+#[derive(Clone, Debug)]
+pub struct Master {
+    info: ConnectionInfo,
+    /// Inclusive slot ranges it serves (all of them for one server).
+    slots: Vec<(u16, u16)>,
+}
+
+impl Master {
+    /// `host:port`.
+    pub fn addr(&self) -> String {
+        self.info.addr().to_string()
+    }
+
+    /// Host and port, for tools that take them apart.
+    pub fn host_port(&self) -> Option<(String, u16)> {
+        match self.info.addr() {
+            ConnectionAddr::Tcp(host, port) => Some((host.clone(), *port)),
+            _ => None,
+        }
+    }
+
+    /// A client for this master alone (the seed's credentials, `TCP_NODELAY`).
+    pub fn client(&self) -> RedisResult<redis::Client> {
+        redis::Client::open(self.info.clone())
+    }
+
+    /// Whether it serves `slot`.
+    pub fn serves(&self, slot: u16) -> bool {
+        self.slots.iter().any(|&(a, b)| (a..=b).contains(&slot))
+    }
+}
+
+impl Target {
+    /// The masters now: the server itself, or a cluster's masters that
+    /// serve slots, as the first seed node that answers sees them.
+    pub async fn masters(&self) -> RedisResult<Vec<Master>> {
+        let seeds = match self {
+            Self::Server(url) => {
+                let info = client(url)?.get_connection_info().clone();
+                return Ok(vec![Master {
+                    info,
+                    slots: vec![(0, 16383)],
+                }]);
+            }
+            Self::Cluster(nodes) => nodes,
+        };
+        let mut last = None;
+        for seed in seeds {
+            match shards(seed).await {
+                Ok(masters) => return Ok(masters),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.expect("a cluster target has at least one seed"))
+    }
+
+    /// The slot of `key` (its hash tag's), as the server computes it; 0 on
+    /// one server, where slots do not matter.
+    pub async fn slot_of(&self, key: &str) -> RedisResult<u16> {
+        if !self.is_cluster() {
+            return Ok(0);
+        }
+        redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(key)
+            .query_async(&mut self.connect_lazy()?)
+            .await
+    }
+}
+
+/// `CLUSTER SHARDS` of `seed`: each shard's slots and its master.
+async fn shards(seed: &str) -> RedisResult<Vec<Master>> {
+    let seed_info = client(seed)?.get_connection_info().clone();
+    let mut conn = client(seed)?.get_multiplexed_async_connection().await?;
+    let shards: Vec<Value> = redis::cmd("CLUSTER")
+        .arg("SHARDS")
+        .query_async(&mut conn)
+        .await?;
+    let mut masters = Vec::new();
+    for shard in shards {
+        let slots: Vec<u16> = field(&shard, "slots").unwrap_or_default();
+        let nodes: Vec<Value> = field(&shard, "nodes").unwrap_or_default();
+        let master = nodes.iter().find(|node| {
+            field::<String>(node, "role").as_deref() == Some("master")
+                && field::<String>(node, "health").as_deref() == Some("online")
+        });
+        let (Some(master), false) = (master, slots.is_empty()) else {
+            continue;
+        };
+        let host = field::<String>(master, "ip").unwrap_or_else(|| "127.0.0.1".to_owned());
+        let Some(port) = field::<u16>(master, "port").or_else(|| field(master, "tls-port")) else {
+            continue;
+        };
+        masters.push(Master {
+            info: seed_info
+                .clone()
+                .set_addr(ConnectionAddr::Tcp(host, port))
+                .into_connection_info()?,
+            slots: slots.chunks(2).map(|r| (r[0], r[1])).collect(),
+        });
+    }
+    Ok(masters)
+}
+
+/// Field `name` of a map reply (a RESP3 map, or RESP2's flat list of
+/// name, value pairs).
+fn field<T: redis::FromRedisValue>(value: &Value, name: &str) -> Option<T> {
+    let found = match value {
+        Value::Map(pairs) => pairs
+            .iter()
+            .find(|(k, _)| redis::from_redis_value_ref::<String>(k).is_ok_and(|k| k == name))
+            .map(|(_, v)| v),
+        Value::Array(items) => items
+            .chunks(2)
+            .find(|kv| redis::from_redis_value_ref::<String>(&kv[0]).is_ok_and(|k| k == name))
+            .and_then(|kv| kv.get(1)),
+        _ => None,
+    }?;
+    redis::from_redis_value_ref(found).ok()
+}
