@@ -64,6 +64,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         background: true,
         limits: Default::default(),
         archive_after: std::time::Duration::from_secs(3600),
+        durability: Default::default(),
     })
     .await
     .context("starting the service")?;

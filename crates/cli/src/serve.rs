@@ -43,6 +43,21 @@ pub struct Args {
     /// settled and persisted.
     #[arg(long, default_value_t = 3600.0)]
     archive_after: f64,
+    /// When a purchase is acknowledged: `primary` when the master has it;
+    /// `replica` once a replica has it too (`WAIT 1`), so a failover cannot
+    /// lose it; past `--replica-timeout-ms` the buyer gets a 503 and
+    /// retries with the same request id.
+    #[arg(long, value_enum, default_value_t = DurabilityArg::Primary)]
+    durability: DurabilityArg,
+    /// With `--durability replica`: longest wait for a replica, in ms.
+    #[arg(long, default_value_t = 250, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    replica_timeout_ms: u64,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum DurabilityArg {
+    Primary,
+    Replica,
 }
 
 /// A connection deadline: above 0 (a millisecond at least), at most a day.
@@ -75,6 +90,12 @@ pub async fn run(args: Args) -> Result<ExitCode> {
             idle_timeout: seconds("--idle-timeout", args.idle_timeout, LIMIT)?,
         },
         archive_after: crate::target::archive_after(args.archive_after)?,
+        durability: match args.durability {
+            DurabilityArg::Primary => seckill_engine::Durability::Primary,
+            DurabilityArg::Replica => seckill_engine::Durability::Replica {
+                timeout: std::time::Duration::from_millis(args.replica_timeout_ms),
+            },
+        },
     };
     let running = seckill_service::start(config)
         .await

@@ -5,6 +5,7 @@
 
 use seckill_redis::{Conn, Target};
 
+use crate::durability::Durability;
 use crate::error::Result;
 use crate::keys::SaleKeys;
 use crate::strategy::{CoalescerConfig, Ctx, Purchaser, Strategy};
@@ -29,6 +30,7 @@ pub struct Engine {
     /// Made on first use by the `lock` strategy: it needs a subscription.
     locks: std::sync::Arc<tokio::sync::OnceCell<seckill_lock::Locks>>,
     coalescer: CoalescerConfig,
+    durability: Durability,
 }
 
 impl std::fmt::Debug for Engine {
@@ -37,6 +39,7 @@ impl std::fmt::Debug for Engine {
         f.debug_struct("Engine")
             .field("redis", &self.target.to_string())
             .field("coalescer", &self.coalescer)
+            .field("durability", &self.durability)
             .finish_non_exhaustive()
     }
 }
@@ -88,6 +91,7 @@ impl Engine {
             target: target.clone(),
             locks: std::sync::Arc::default(),
             coalescer: CoalescerConfig::default(),
+            durability: Durability::default(),
         })
     }
 
@@ -105,6 +109,12 @@ impl Engine {
     /// Batching bounds for `coalesced` purchasers made from now on.
     pub fn with_coalescer(mut self, config: CoalescerConfig) -> Self {
         self.coalescer = config;
+        self
+    }
+
+    /// When purchases made by purchasers from now on are acknowledged.
+    pub fn with_durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
         self
     }
 
@@ -134,7 +144,14 @@ impl Engine {
             ),
             _ => None,
         };
-        Purchaser::new(strategy, ctx, locks, self.client.as_ref(), self.coalescer)
+        Purchaser::new(
+            strategy,
+            ctx,
+            locks,
+            self.client.as_ref(),
+            self.coalescer,
+            self.durability,
+        )
     }
 
     pub(crate) async fn load(&self, script: &redis::Script) -> Result<String> {

@@ -74,6 +74,13 @@ pub enum Error {
         attempts: u64,
     },
 
+    /// With [`crate::Durability::Replica`]: the purchase was made on the
+    /// master but no replica confirmed it in time, so a failover could
+    /// still lose it. Retry with the same request id: the answer is the
+    /// order if it survived, a new purchase if it did not.
+    #[error("purchase on sale `{0}` not confirmed by a replica in time")]
+    NotReplicated(String),
+
     /// The engine is shutting down.
     #[error("engine closed")]
     Closed,

@@ -3,6 +3,8 @@
 //!
 //! Modules:
 //! - `engine`: [`Engine`], the connection, and the purchasers made on it.
+//! - `durability`: [`Durability`], when a purchase is acknowledged (by the
+//!   master, or once a replica has it), and the shared `WAIT`s behind it.
 //! - `sales`: creating, reading, deleting and listing sales.
 //! - `inspect`: reading a sale back (ledger, buyers, stream) and trimming it.
 //! - `restore`: rebuilding a sale in Redis from its orders in SQL.
@@ -39,6 +41,7 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 pub mod bench;
+mod durability;
 mod engine;
 mod error;
 mod event;
@@ -53,6 +56,7 @@ mod sales;
 mod scripts;
 mod strategy;
 
+pub use durability::Durability;
 pub use engine::{Engine, client};
 pub use error::{Error, Result};
 pub use event::{Event, OrderId, StreamEntry, entry_number, next_entry_id};

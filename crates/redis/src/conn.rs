@@ -7,7 +7,9 @@ use std::time::Duration;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+use redis::cluster_routing::{
+    MultipleNodeRoutingInfo, ResponsePolicy, Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr,
+};
 use redis::{Cmd, IntoConnectionInfo, Pipeline, RedisFuture, RedisResult, Value};
 
 /// Longest wait to open a connection to a node.
@@ -198,6 +200,57 @@ impl Conn {
     pub(crate) async fn function_load(&mut self, code: &str, key: &[u8]) -> RedisResult<Value> {
         let mut cmd = redis::cmd("FUNCTION");
         cmd.arg("LOAD").arg(code);
+        self.on_master_of(cmd, key).await
+    }
+
+    /// Sends `FUNCTION LOAD` of `code` to every master (the one server):
+    /// for a call redirected by `ASK` during a slot move, which runs on a
+    /// master that does not own the slot yet. A master that is unreachable
+    /// or had it already does not stop the others; the call that follows
+    /// says whether it worked.
+    pub(crate) async fn function_load_everywhere(&mut self, code: &str) {
+        let mut cmd = redis::cmd("FUNCTION");
+        cmd.arg("LOAD").arg(code);
+        let _: RedisResult<Value> = match &mut self.0 {
+            Inner::Server(c) => cmd.query_async(c).await,
+            Inner::Cluster(c) => {
+                c.route_command(
+                    cmd,
+                    RoutingInfo::MultiNode((
+                        MultipleNodeRoutingInfo::AllMasters,
+                        Some(ResponsePolicy::AllSucceeded),
+                    )),
+                )
+                .await
+            }
+        };
+    }
+
+    /// `WAIT replicas timeout` on the connection that wrote `key`: the
+    /// number of replicas that have every write this connection sent to
+    /// `key`'s master so far. Redis holds the connection's later commands
+    /// until it answers, so callers share one wait among the writes made
+    /// meanwhile.
+    ///
+    /// ```no_run
+    /// # async fn run(mut conn: seckill_redis::Conn) -> redis::RedisResult<()> {
+    /// let acked = conn.wait_replicas(b"{sale:1}:sale", 1, std::time::Duration::from_millis(100)).await?;
+    /// assert!(acked >= 1, "the write is on a replica");
+    /// # Ok(()) }
+    /// ```
+    pub async fn wait_replicas(
+        &mut self,
+        key: &[u8],
+        replicas: u32,
+        timeout: Duration,
+    ) -> RedisResult<u32> {
+        let mut cmd = redis::cmd("WAIT");
+        cmd.arg(replicas).arg(timeout.as_millis().max(1) as u64);
+        redis::from_redis_value(self.on_master_of(cmd, key).await?).map_err(Into::into)
+    }
+
+    /// Sends `cmd` where a command on `key` runs.
+    async fn on_master_of(&mut self, cmd: Cmd, key: &[u8]) -> RedisResult<Value> {
         match &mut self.0 {
             Inner::Server(c) => cmd.query_async(c).await,
             Inner::Cluster(c) => {

@@ -193,7 +193,16 @@ impl Call<'_> {
                     _ => &[][..],
                 };
                 self.library.load(conn, key).await?;
-                self.cmd.query_async(conn).await
+                match self.cmd.query_async(conn).await {
+                    // Redirected by `ASK` to a master the slot is moving
+                    // to, which has not served this library yet: load it
+                    // on every master.
+                    Err(e) if detail_starts(&e, "Function not found") => {
+                        conn.function_load_everywhere(&self.library.code).await;
+                        self.cmd.query_async(conn).await
+                    }
+                    answer => answer,
+                }
             }
             answer => answer,
         }

@@ -89,6 +89,12 @@ impl From<seckill_engine::Error> for ApiError {
             }
             E::Invalid { field, reason } => Self::invalid(format!("{field}: {reason}")),
             E::Unsupported { .. } => Self::invalid(e.to_string()),
+            E::NotReplicated(_) => {
+                tracing::warn!(error = %e, "purchase not confirmed by a replica");
+                Self::unavailable(
+                    "the purchase was not confirmed by a replica in time; retry with the same request_id",
+                )
+            }
             // Redis down, slow or failing, a batch whose answer never came,
             // contention: the client should retry (with its request id).
             E::Redis(_)

@@ -27,6 +27,7 @@
 //!     background: true,
 //!     limits: Default::default(),
 //!     archive_after: std::time::Duration::from_secs(3600),
+//!     durability: Default::default(),
 //! };
 //! let running = seckill_service::start(config).await?;
 //! println!("listening on http://{}", running.addr);

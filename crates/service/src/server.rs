@@ -47,6 +47,9 @@ pub struct Config {
     /// With `background`: how long after its end a sale is archived (once
     /// every order is settled and persisted).
     pub archive_after: Duration,
+    /// When a purchase is acknowledged: by the master (the default), or
+    /// once a replica has it too.
+    pub durability: seckill_engine::Durability,
 }
 
 /// Never prints the admin token, nor the URLs, which may hold passwords.
@@ -60,6 +63,7 @@ impl std::fmt::Debug for Config {
             .field("background", &self.background)
             .field("limits", &self.limits)
             .field("archive_after", &self.archive_after)
+            .field("durability", &self.durability)
             .finish_non_exhaustive()
     }
 }
@@ -98,7 +102,7 @@ pub async fn start(config: Config) -> Result<Running, crate::Error> {
     metrics::install();
     // Redis may be away at start: the service starts anyway, answers 503
     // (and `/readyz` 503) meanwhile, and recovers when Redis is back.
-    let engine = Engine::connect_target_lazy(&config.redis)?;
+    let engine = Engine::connect_target_lazy(&config.redis)?.with_durability(config.durability);
     let store = Store::open(&config.database_url).await?;
     let redis = engine.connection();
     let state = Arc::new(AppState::new(

@@ -44,6 +44,7 @@ async fn rig_with(edit: impl FnOnce(&mut seckill_service::Config)) -> Rig {
         background: true,
         limits: Default::default(),
         archive_after: Duration::from_secs(3600),
+        durability: Default::default(),
     };
     edit(&mut config);
     let running = seckill_service::start(config).await.unwrap();

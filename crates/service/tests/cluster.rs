@@ -22,6 +22,7 @@ async fn serve_sells_restocks_and_persists_on_a_cluster() {
         background: true,
         limits: Default::default(),
         archive_after: Duration::from_secs(3600),
+        durability: Default::default(),
     })
     .await
     .unwrap();

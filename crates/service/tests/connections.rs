@@ -25,6 +25,7 @@ async fn serve(redis: &RedisServer, dir: &tempfile::TempDir, limits: Limits) -> 
         background: false,
         limits,
         archive_after: std::time::Duration::from_secs(3600),
+        durability: Default::default(),
     })
     .await
     .unwrap()

@@ -1,8 +1,6 @@
 //! Fault drills against the running service: Redis killed and restarted
 //! with AOF, Redis away from the start, Redis frozen. Each bounded in time.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use hyper::StatusCode;
@@ -12,37 +10,9 @@ use seckill_service::client::Http;
 use seckill_testkit::{Fsync, Options, RedisServer};
 use serde_json::json;
 
-const TOKEN: &str = "drill";
+mod common;
 
-async fn serve(redis_url: &str, db: &str) -> (seckill_service::Running, Http, Http) {
-    let running = seckill_service::start(seckill_service::Config {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        redis: seckill_redis::Target::server(redis_url),
-        database_url: db.to_owned(),
-        admin_token: TOKEN.to_owned(),
-        rate_per_user: 0.0,
-        burst_per_user: 1.0,
-        background: true,
-        limits: Default::default(),
-        archive_after: std::time::Duration::from_secs(3600),
-    })
-    .await
-    .unwrap();
-    let base = format!("http://{}", running.addr);
-    (
-        running,
-        Http::new(&base, None),
-        Http::new(&base, Some(TOKEN.into())),
-    )
-}
-
-async fn wait_ready(http: &Http, within: Duration) {
-    let deadline = Instant::now() + within;
-    while http.get("/readyz").await.unwrap().0 != StatusCode::OK {
-        assert!(Instant::now() < deadline, "never ready again");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+use common::{Buyers, serve, wait_ready};
 
 async fn drain(redis_url: &str, sale: &str) {
     let engine = Engine::connect(redis_url).await.unwrap();
@@ -67,7 +37,12 @@ async fn drill(options: Options, sale: serde_json::Value) -> Drill {
     let redis = options.start().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("o.db").to_string_lossy().into_owned();
-    let (running, http, admin) = serve(&redis.url(), &db).await;
+    let (running, http, admin) = serve(
+        seckill_redis::Target::server(&redis.url()),
+        &db,
+        Default::default(),
+    )
+    .await;
     let (status, body) = admin.post("/v1/sales", &sale).await.unwrap();
     assert_eq!(status, StatusCode::CREATED, "{body}");
     Drill {
@@ -76,60 +51,6 @@ async fn drill(options: Options, sale: serde_json::Value) -> Drill {
         db,
         running,
         http,
-    }
-}
-
-/// Eight HTTP buyers buying one unit each per request, each with a fresh
-/// user and request id, until told to stop. 503s are counted and retried
-/// after a pause; any other refusal or a transport error fails the drill.
-struct Buyers {
-    stop: Arc<AtomicBool>,
-    tasks: Vec<tokio::task::JoinHandle<Bought>>,
-}
-
-/// Orders acknowledged (with when), and 503s seen.
-type Bought = (Vec<(String, Instant)>, u64);
-
-impl Buyers {
-    fn start(http: &Http, sale: &str) -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
-        let tasks = (0..8)
-            .map(|b| {
-                let (http, stop) = (http.clone(), stop.clone());
-                let path = format!("/v1/sales/{sale}/purchase");
-                tokio::spawn(async move {
-                    let (mut acknowledged, mut unavailable, mut i) = (Vec::new(), 0, 0);
-                    while !stop.load(Ordering::Relaxed) {
-                        i += 1;
-                        let body = json!({ "user_id": format!("b{b}u{i}"), "request_id": format!("b{b}r{i}") });
-                        match http.post(&path, &body).await {
-                            Ok((StatusCode::OK, answer)) => acknowledged
-                                .push((answer["order_id"].as_str().unwrap_or_else(|| panic!("no order_id in {}", answer)).to_owned(), Instant::now())),
-                            Ok((StatusCode::SERVICE_UNAVAILABLE, _)) => {
-                                unavailable += 1;
-                                tokio::time::sleep(Duration::from_millis(10)).await;
-                            }
-                            Ok((status, answer)) => panic!("unexpected {status}: {answer}"),
-                            Err(e) => panic!("transport: {e}"),
-                        }
-                    }
-                    (acknowledged, unavailable)
-                })
-            })
-            .collect();
-        Self { stop, tasks }
-    }
-
-    /// Stops them; answers the acknowledged orders (with when) and the 503 count.
-    async fn finish(self) -> Bought {
-        self.stop.store(true, Ordering::Relaxed);
-        let (mut acknowledged, mut unavailable) = (Vec::new(), 0);
-        for task in self.tasks {
-            let (a, u) = task.await.unwrap();
-            acknowledged.extend(a);
-            unavailable += u;
-        }
-        (acknowledged, unavailable)
     }
 }
 
@@ -172,8 +93,9 @@ async fn redis_killed_mid_sale_loses_no_acknowledged_purchase() {
     redis.restart().unwrap();
     wait_ready(&http, Duration::from_secs(10)).await;
     tokio::time::sleep(Duration::from_millis(400)).await;
-    let (acknowledged, unavailable) = buyers.finish().await;
-    assert!(unavailable > 0, "the buyers never saw Redis down");
+    let seen = buyers.finish().await;
+    let acknowledged = seen.acknowledged;
+    assert!(seen.unavailable > 0, "the buyers never saw Redis down");
     assert!(!acknowledged.is_empty());
 
     drain(&redis.url(), "k").await;
@@ -211,7 +133,12 @@ async fn redis_away_from_the_start_then_appearing() {
     redis.kill();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("o.db").to_string_lossy().into_owned();
-    let (running, http, admin) = serve(&redis.url(), &db).await;
+    let (running, http, admin) = serve(
+        seckill_redis::Target::server(&redis.url()),
+        &db,
+        Default::default(),
+    )
+    .await;
     for _ in 0..20 {
         let started = Instant::now();
         let (status, body) = http
@@ -338,7 +265,7 @@ async fn with_everysec_the_loss_window_is_measured_and_audited() {
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     redis.kill();
     let killed = Instant::now();
-    let (acknowledged, _) = buyers.finish().await;
+    let acknowledged = buyers.finish().await.acknowledged;
     redis.restart().unwrap();
     wait_ready(&http, Duration::from_secs(10)).await;
     drain(&redis.url(), "e").await;

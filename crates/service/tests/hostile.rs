@@ -40,6 +40,7 @@ fn rig() -> &'static Rig {
                 background: false,
                 limits: Default::default(),
                 archive_after: std::time::Duration::from_secs(3600),
+                durability: Default::default(),
             }))
             .unwrap();
         let base = format!("http://{}", running.addr);

@@ -196,6 +196,22 @@ impl RedisCluster {
         }
     }
 
+    /// Starts node `port` again (after [`RedisCluster::kill_master`]) with
+    /// its cluster config, so it rejoins, as a replica of whoever took its
+    /// slots, and waits until it has synced.
+    pub fn rejoin(&mut self, port: u16) -> io::Result<()> {
+        self.node(port).restart()?;
+        let deadline = Instant::now() + SETTLE_TIMEOUT;
+        loop {
+            let synced = cli(port, &["info", "replication"])
+                .is_ok_and(|i| i.contains("role:slave") && i.contains("master_link_status:up"));
+            if synced {
+                return self.wait_ok();
+            }
+            settle_or_fail(deadline, "the node to rejoin as a synced replica")?;
+        }
+    }
+
     /// Moves `slot` and its keys to master `to`, as `redis-cli --cluster
     /// reshard` does: importing/migrating, `MIGRATE` in batches, then
     /// `SETSLOT NODE` on every master. Commands on the slot meanwhile get

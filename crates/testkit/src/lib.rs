@@ -77,12 +77,15 @@ impl Options {
 
     /// A cluster node (`cluster-enabled yes`, node timeout 2 s) on a port
     /// whose cluster bus port (port + 10000) is free too; see
-    /// [`RedisCluster`].
+    /// [`RedisCluster`]. Set as the README advises for a flash sale:
+    /// `cluster-require-full-coverage no`, so the masters that are up keep
+    /// serving their slots while another's are down.
     pub fn cluster_node(mut self) -> Self {
         self.cluster = true;
         self.arg("cluster-enabled", "yes")
             .arg("cluster-config-file", "nodes.conf")
             .arg("cluster-node-timeout", "2000")
+            .arg("cluster-require-full-coverage", "no")
             // Replicas sync at once, not after 5 s waiting for more.
             .arg("repl-diskless-sync-delay", "0")
     }

@@ -62,13 +62,26 @@ impl Coalescer {
         Self { tx }
     }
 
+    /// Queues `req` for the next batch. A purchase waits for its batch
+    /// no longer than one Redis call may take: queued behind batches that
+    /// hang on a frozen master, it answers an error then (and is dropped
+    /// from the queue unsent), so no buyer waits for two timeouts in a row.
     pub async fn purchase(&self, req: &PurchaseRequest) -> Result<Outcome> {
         let (reply, answer) = oneshot::channel();
-        self.tx
-            .send((req.clone(), reply))
-            .await
-            .map_err(|_| Error::Closed)?;
-        answer.await.map_err(|_| Error::Closed)?
+        let queued = async {
+            self.tx
+                .send((req.clone(), reply))
+                .await
+                .map_err(|_| Error::Closed)?;
+            answer.await.map_err(|_| Error::Closed)?
+        };
+        match tokio::time::timeout(seckill_redis::RESPONSE_TIMEOUT, queued).await {
+            Ok(answer) => answer,
+            Err(_) => Err(Error::Batch(format!(
+                "no answer within {:?}",
+                seckill_redis::RESPONSE_TIMEOUT
+            ))),
+        }
     }
 }
 
@@ -95,6 +108,11 @@ async fn gather(ctx: Ctx, config: CoalescerConfig, mut rx: mpsc::Receiver<Job>) 
                     _ => break,
                 }
             }
+        }
+        // Purchases whose buyer stopped waiting are not sent at all.
+        batch.retain(|(_, reply)| !reply.is_closed());
+        if batch.is_empty() {
+            continue;
         }
         let ctx = ctx.clone();
         tokio::spawn(async move {

@@ -22,6 +22,7 @@ use serde::Serialize;
 
 pub use coalesced::CoalescerConfig;
 
+use crate::durability::{Durability, ReplicaGate};
 use crate::error::{Error, Result};
 use crate::event::OrderId;
 use crate::keys::SaleKeys;
@@ -198,9 +199,12 @@ pub struct Purchaser {
 
 struct Shared {
     strategy: Strategy,
+    sale: String,
     per_user_limit: Option<u32>,
     /// The connection may send a purchase twice (see `Conn::may_resend`).
     may_resend: bool,
+    /// With `Durability::Replica`: the sale's shared `WAIT`s.
+    replica: Option<ReplicaGate>,
     imp: Imp,
     attempts: AtomicU64,
 }
@@ -222,6 +226,7 @@ impl Purchaser {
         locks: Option<seckill_lock::Locks>,
         client: Option<&redis::Client>,
         coalescer: CoalescerConfig,
+        durability: Durability,
     ) -> Result<Self> {
         let sale = ctx.sale.id.clone();
         let one_server = move || Error::Unsupported {
@@ -240,8 +245,26 @@ impl Purchaser {
                 },
             });
         }
+        let replica = match durability {
+            Durability::Primary => None,
+            // `watch` writes on connections of its own, which a `WAIT` on
+            // the shared one does not cover.
+            Durability::Replica { .. } if strategy == Strategy::Watch => {
+                return Err(Error::Unsupported {
+                    strategy: strategy.name(),
+                    sale: ctx.sale.id.clone(),
+                    reason: "writes on connections of its own, so replica durability cannot confirm it",
+                });
+            }
+            Durability::Replica { timeout } => Some(ReplicaGate::new(
+                ctx.conn.clone(),
+                ctx.keys.sale.clone(),
+                timeout,
+            )),
+        };
         let per_user_limit = ctx.sale.per_user_limit;
         let may_resend = ctx.conn.may_resend();
+        let sale_id = ctx.sale.id.clone();
         let imp = match strategy {
             Strategy::Lock => {
                 let locks = locks.ok_or_else(one_server)?;
@@ -259,8 +282,10 @@ impl Purchaser {
         Ok(Self {
             shared: Arc::new(Shared {
                 strategy,
+                sale: sale_id,
                 per_user_limit,
                 may_resend,
+                replica,
                 imp,
                 attempts: AtomicU64::new(0),
             }),
@@ -313,6 +338,14 @@ impl Purchaser {
             Imp::Coalesced(s) => (s.purchase(req).await?, 1),
         };
         attempts.fetch_add(tries, Ordering::Relaxed);
+        // An order answered again (a repeated request id) may be the one a
+        // replica has not confirmed yet: it waits too.
+        let made = matches!(outcome, Outcome::Ok(_) | Outcome::Duplicate(_));
+        if let (true, Some(replica)) = (made, &self.shared.replica)
+            && !replica.confirm().await
+        {
+            return Err(Error::NotReplicated(self.shared.sale.clone()));
+        }
         Ok(match outcome {
             // Its own id seen again: the buyer's one purchase, sent twice.
             Outcome::Duplicate(order) if made_id => Outcome::Ok(order),

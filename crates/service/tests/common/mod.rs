@@ -18,3 +18,134 @@ const INTERNALS: [&str; 8] = [
 pub fn internal_word(message: &str) -> Option<&'static str> {
     INTERNALS.into_iter().find(|w| message.contains(w))
 }
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use hyper::StatusCode;
+use seckill_service::client::Http;
+use serde_json::json;
+
+/// The admin token of the services these helpers start.
+pub const TOKEN: &str = "drill";
+
+/// A service on `redis` with the persister and sweeper on, no rate limit,
+/// and `durability`; answers it with a buyer's and an admin's client.
+pub async fn serve(
+    redis: seckill_redis::Target,
+    db: &str,
+    durability: seckill_engine::Durability,
+) -> (seckill_service::Running, Http, Http) {
+    let running = seckill_service::start(seckill_service::Config {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        redis,
+        database_url: db.to_owned(),
+        admin_token: TOKEN.to_owned(),
+        rate_per_user: 0.0,
+        burst_per_user: 1.0,
+        background: true,
+        limits: Default::default(),
+        archive_after: Duration::from_secs(3600),
+        durability,
+    })
+    .await
+    .unwrap();
+    let base = format!("http://{}", running.addr);
+    (
+        running,
+        Http::new(&base, None),
+        Http::new(&base, Some(TOKEN.into())),
+    )
+}
+
+/// Waits until `/readyz` answers 200.
+pub async fn wait_ready(http: &Http, within: Duration) {
+    let deadline = Instant::now() + within;
+    while http.get("/readyz").await.unwrap().0 != StatusCode::OK {
+        assert!(Instant::now() < deadline, "never ready again");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Eight HTTP buyers buying one unit each per request, each with a fresh
+/// user and request id, until told to stop. 503s are counted and followed
+/// by a pause; any other refusal or a transport error fails the drill.
+pub struct Buyers {
+    stop: Arc<AtomicBool>,
+    tasks: Vec<tokio::task::JoinHandle<Bought>>,
+}
+
+/// What a group of buyers saw.
+#[derive(Default)]
+pub struct Bought {
+    /// Orders acknowledged (200), with when.
+    pub acknowledged: Vec<(String, Instant)>,
+    /// 503 answers.
+    pub unavailable: u64,
+    /// How long each answer took, in µs, 503s included.
+    pub latencies_us: Vec<u64>,
+}
+
+impl Bought {
+    /// The `q` quantile of the answer times.
+    pub fn latency(&mut self, q: f64) -> Duration {
+        self.latencies_us.sort_unstable();
+        let i = ((self.latencies_us.len() as f64 - 1.0) * q).round() as usize;
+        Duration::from_micros(self.latencies_us.get(i).copied().unwrap_or(0))
+    }
+}
+
+impl Buyers {
+    pub fn start(http: &Http, sale: &str) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let tasks = (0..8)
+            .map(|b| {
+                let (http, stop) = (http.clone(), stop.clone());
+                let path = format!("/v1/sales/{sale}/purchase");
+                let tag = sale.to_owned();
+                tokio::spawn(async move {
+                    let mut seen = Bought::default();
+                    let mut i = 0;
+                    while !stop.load(Ordering::Relaxed) {
+                        i += 1;
+                        let body = json!({ "user_id": format!("{tag}b{b}u{i}"), "request_id": format!("b{b}r{i}") });
+                        let asked = Instant::now();
+                        let answer = http.post(&path, &body).await;
+                        seen.latencies_us.push(asked.elapsed().as_micros() as u64);
+                        match answer {
+                            Ok((StatusCode::OK, answer)) => seen.acknowledged.push((
+                                answer["order_id"]
+                                    .as_str()
+                                    .unwrap_or_else(|| panic!("no order_id in {answer}"))
+                                    .to_owned(),
+                                Instant::now(),
+                            )),
+                            Ok((StatusCode::SERVICE_UNAVAILABLE, _)) => {
+                                seen.unavailable += 1;
+                                tokio::time::sleep(Duration::from_millis(10)).await;
+                            }
+                            Ok((status, answer)) => panic!("unexpected {status}: {answer}"),
+                            Err(e) => panic!("transport: {e}"),
+                        }
+                    }
+                    seen
+                })
+            })
+            .collect();
+        Self { stop, tasks }
+    }
+
+    /// Stops them; answers what they saw, together.
+    pub async fn finish(self) -> Bought {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut all = Bought::default();
+        for task in self.tasks {
+            let seen = task.await.unwrap();
+            all.acknowledged.extend(seen.acknowledged);
+            all.unavailable += seen.unavailable;
+            all.latencies_us.extend(seen.latencies_us);
+        }
+        all
+    }
+}

@@ -1,0 +1,120 @@
+//! [`Durability`]: when a purchase is acknowledged. Redis replicates
+//! asynchronously, so a master that dies right after answering can take a
+//! purchase with it when its replica is promoted. With
+//! [`Durability::Replica`] a purchase is acknowledged only once a replica
+//! has it (`WAIT 1 <ms>`); otherwise the buyer gets an error and retries
+//! with the same request id, which answers with the order if it survived.
+//!
+//! `WAIT` holds the connection's later commands until it answers, and one
+//! `WAIT` covers every write the connection sent before it. So the writes
+//! of one sale share waits: at most one `WAIT` is in flight per purchaser,
+//! and it confirms every purchase that finished before it was sent.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use seckill_redis::Conn;
+use tokio::sync::oneshot;
+
+/// When a purchase is acknowledged.
+///
+/// ```no_run
+/// # async fn run() -> seckill_engine::Result<()> {
+/// use std::time::Duration;
+/// use seckill_engine::{Durability, Engine};
+/// let engine = Engine::connect("redis://127.0.0.1:6379/")
+///     .await?
+///     .with_durability(Durability::Replica { timeout: Duration::from_millis(250) });
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// When the master has it (the default; Redis's own guarantee).
+    #[default]
+    Primary,
+    /// When a replica has it too, confirmed within `timeout`.
+    Replica {
+        /// Longest wait for a replica's confirmation.
+        timeout: Duration,
+    },
+}
+
+/// One sale's shared `WAIT`s.
+pub(crate) struct ReplicaGate {
+    conn: Conn,
+    /// A key of the sale: routes the `WAIT` to the sale's master.
+    key: String,
+    timeout: Duration,
+    state: Arc<Mutex<Gate>>,
+}
+
+#[derive(Default)]
+struct Gate {
+    /// Whether a task is sending `WAIT`s now.
+    running: bool,
+    /// Purchases waiting for the next `WAIT`: told whether a replica has them.
+    next: Vec<oneshot::Sender<bool>>,
+}
+
+impl ReplicaGate {
+    pub fn new(conn: Conn, key: String, timeout: Duration) -> Self {
+        Self {
+            conn,
+            key,
+            timeout,
+            state: Arc::default(),
+        }
+    }
+
+    /// Whether a replica has every write this connection made so far;
+    /// called after a purchase's answer arrived, so the next `WAIT` sent
+    /// covers it.
+    pub async fn confirm(&self) -> bool {
+        let (tx, rx) = oneshot::channel();
+        let start = {
+            let mut gate = lock(&self.state);
+            gate.next.push(tx);
+            !std::mem::replace(&mut gate.running, true)
+        };
+        if start {
+            tokio::spawn(drive(
+                self.conn.clone(),
+                self.key.clone(),
+                self.timeout,
+                self.state.clone(),
+            ));
+        }
+        // The driver answers every waiter it took, an error as `false`.
+        rx.await.unwrap_or(false)
+    }
+}
+
+/// Sends `WAIT`s while purchases wait for one, each answering the
+/// purchases that registered before it was sent.
+async fn drive(mut conn: Conn, key: String, timeout: Duration, state: Arc<Mutex<Gate>>) {
+    loop {
+        let batch = {
+            let mut gate = lock(&state);
+            if gate.next.is_empty() {
+                gate.running = false;
+                return;
+            }
+            std::mem::take(&mut gate.next)
+        };
+        let confirmed = match conn.wait_replicas(key.as_bytes(), 1, timeout).await {
+            Ok(acked) => acked >= 1,
+            Err(e) => {
+                tracing::warn!(error = %e, "WAIT for a replica failed");
+                false
+            }
+        };
+        for waiter in batch {
+            let _ = waiter.send(confirmed);
+        }
+    }
+}
+
+fn lock(state: &Mutex<Gate>) -> std::sync::MutexGuard<'_, Gate> {
+    // Nothing panics while holding it; a poisoned lock holds valid data.
+    state.lock().unwrap_or_else(|e| e.into_inner())
+}
