@@ -35,6 +35,14 @@ for s in atomic coalesced; do
   $S bench --strategy $s --stock 300000 --buyers 300000 --concurrency 256 --compare --json >"$OUT/prod-$s.jsonl"
 done
 
+step "bench and lock-bench on a private Redis Cluster (3 masters + 3 replicas)"
+for s in atomic coalesced; do
+  $S bench --cluster --strategy $s --stock 300000 --buyers 300000 --concurrency 256 --compare --json >"$OUT/cluster-$s.jsonl"
+done
+for m in hot spread; do
+  $S lock-bench --cluster --mode $m --work counter --clients 32 --duration 10 --compare --json >>"$OUT/cluster-lock.jsonl"
+done
+
 step "bench: persister"
 for s in atomic coalesced; do
   rm -f /tmp/bench.db*

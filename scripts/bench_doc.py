@@ -99,12 +99,13 @@ for r in lines("lock.jsonl"):
                  num(r.get("handoff_p50_ms"), 3) if hot else "–",
                  num(r.get("handoff_p99_ms"), 3) if hot else "–",
                  "exact" if r.get("counter_ok", True) else "WRONG",
+                 num(r.get("redis_us_per_acquisition"), 2),
                  num(r.get("redis_benchmark_set_nx_px_per_s")),
                  num(r.get("ratio_to_redis_benchmark_pairs"), 2),
                  num(r.get("redis_benchmark_round_trips_per_s")),
                  num(r.get("ratio_to_serial_floor"), 2) if hot else "–"])
 p(table(["mode", "work", "acq/s", "wait p50 ms", "wait p99 ms", "hand-off p50 ms",
-         "hand-off p99 ms", "check", "SET NX PX/s (50 cl.)", "ratio to pairs ×",
+         "hand-off p99 ms", "check", "redis µs per acq.", "SET NX PX/s (50 cl.)", "ratio to pairs ×",
          "1-client RTT/s", "ratio to serial floor ×"], rows))
 p("\n`hot` is bound by latency: every acquisition needs round trips in series that "
   "no client can overlap, so the 1-client round trips per second bound it (the last "
@@ -191,6 +192,53 @@ p("\n`atomic` is one script call per purchase; `coalesced` sends the purchases t
   "queue up meanwhile as one call, which reads the sale once and writes it once per "
   "batch, so it passes the rate of `redis-benchmark` pipelining the single-purchase "
   "script.\n")
+
+p("### On a Redis Cluster\n")
+p("The same runs on a private cluster of 3 masters with a replica each (`--cluster`), "
+  "next to the one-server runs above. A sale lives on one master, so one sale's "
+  "purchases cost that master what they cost one server; the cluster adds masters "
+  "for more sales, not speed for one. `redis µs` is summed over the masters; the "
+  "`--compare` baselines run against the master of their own sale.\n")
+p("```sh\nseckill bench --cluster --strategy atomic    --stock 300000 --buyers 300000 --concurrency 256 --compare --json\n"
+  "seckill bench --cluster --strategy coalesced --stock 300000 --buyers 300000 --concurrency 256 --compare --json\n"
+  "seckill lock-bench --cluster --mode hot|spread --work counter --clients 32 --duration 10 --compare --json\n```\n")
+rows = []
+for s in ["atomic", "coalesced"]:
+    one, one_bases = split(lines(f"prod-{s}.jsonl"))
+    many, many_bases = split(lines(f"cluster-{s}.jsonl"))
+    if not many:
+        continue
+    r, o = many[0], (one[0] if one else {})
+    shares = r.get("redis_us_per_purchase_by_master") or []
+    busiest = max(shares, key=lambda m: m["redis_us"]) if shares else None
+    floor = baseline(many_bases, "three commands alone", 16)
+    one_floor = baseline(one_bases, "three commands alone", 16)
+    us = r.get("redis_us_per_purchase")
+    rows.append([s, num(o.get("purchases_per_s")), num(r["purchases_per_s"]),
+                 num(o.get("redis_us_per_purchase"), 2), num(us, 2),
+                 num(busiest and busiest["redis_us"], 2),
+                 num(one_floor and one_floor["redis_us_per_call"], 2),
+                 num(floor and floor["redis_us_per_call"], 2),
+                 num(floor and us and us / floor["redis_us_per_call"], 2),
+                 num(r["p99_ms"], 1), "yes" if r["ok"] else "NO"])
+p(table(["strategy", "one server purchases/s", "cluster purchases/s", "one server redis µs",
+         "cluster redis µs", "of it, the sale's master", "one server floor µs",
+         "cluster floor µs (sale's master)", "cluster × floor", "cluster p99 ms", "ok"], rows))
+rows = []
+one_lock = {r["mode"]: r for r in lines("lock.jsonl") if r["work"] == "counter"}
+for r in lines("cluster-lock.jsonl"):
+    o = one_lock.get(r["mode"], {})
+    shares = r.get("redis_us_per_acquisition_by_master") or []
+    busiest = max((m[1] for m in shares), default=None)
+    rows.append([r["mode"], num(o.get("acquisitions_per_s")), num(r["acquisitions_per_s"]),
+                 num(o.get("redis_us_per_acquisition"), 2), num(r.get("redis_us_per_acquisition"), 2),
+                 num(busiest, 2), num(r.get("handoff_p99_ms"), 3) if r["mode"] == "hot" else "–",
+                 "exact" if r.get("counter_ok") else "WRONG"])
+p("")
+p(table(["lock mode (counter work)", "one server acq/s", "cluster acq/s", "one server redis µs per acq.",
+         "cluster redis µs per acq.", "of it, the busiest master", "cluster hand-off p99 ms", "check"], rows))
+p("\n`spread` locks hash to every master, so the cluster shares their work; a `hot` "
+  "lock lives on one master.\n")
 
 p("### Refusals\n")
 p("`--compare` also runs the purchase script where every call is refused, 50 clients "

@@ -10,11 +10,18 @@
 //! read again and persisted by any persister once old enough. Streams are
 //! trimmed only below the oldest entry not yet committed, so nothing
 //! unpersisted is ever dropped.
+//!
+//! Sales are independent: every sale's read is sent at once (on a
+//! cluster, to its own master), and one whose master is down or frozen
+//! fails alone while the others are persisted. The reads never block
+//! (`XREADGROUP` without `BLOCK`), so they share the persister's own
+//! connection.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
+use futures_util::future::join_all;
 use redis::AsyncCommands;
 use redis::aio::ConnectionLike;
 use seckill_engine::{Engine, Event, StreamEntry};
@@ -23,6 +30,9 @@ use seckill_redis::Conn;
 use crate::backlog::{SaleStream, committed_floor, in_flight};
 use crate::error::Result;
 use crate::store::Store;
+
+/// How long a sale whose read failed is left out of the rounds.
+const REST_AFTER_FAILURE: Duration = Duration::from_secs(5);
 
 /// The consumer group every persister joins.
 pub const GROUP: &str = "persister";
@@ -100,6 +110,8 @@ pub struct Persister {
     /// sale id -> its keys, of sales whose group exists.
     streams: HashMap<String, SaleStream>,
     last_housekeeping: Option<Instant>,
+    /// Sales whose last read failed, and until when they are not read.
+    resting: HashMap<String, Instant>,
 }
 
 impl std::fmt::Debug for Persister {
@@ -136,6 +148,7 @@ impl Persister {
             config,
             streams: HashMap::new(),
             last_housekeeping: None,
+            resting: HashMap::new(),
         })
     }
 
@@ -174,23 +187,82 @@ impl Persister {
             .is_none_or(|t| t.elapsed() >= self.config.housekeeping)
         {
             self.last_housekeeping = Some(Instant::now());
-            self.refresh_streams().await?;
-            persisted += self.claim_abandoned().await?;
-            self.trim().await?;
+            // Each step on its own: the master holding the sale registry
+            // (or one sale) being down must not stop the reads below.
+            // A step that failed outright (the registry's master, or the
+            // one asked the time, unreachable) puts the next housekeeping
+            // off a while, as a resting sale is.
+            let now = Instant::now();
+            let put_off = (now + REST_AFTER_FAILURE)
+                .checked_sub(self.config.housekeeping)
+                .unwrap_or(now);
+            if let Err(e) = self.refresh_streams().await {
+                tracing::warn!(error = %e, "learning of new sales failed");
+                self.last_housekeeping = Some(put_off);
+            }
+            match self.claim_abandoned().await {
+                Ok(n) => persisted += n,
+                Err(e) => {
+                    tracing::warn!(error = %e, "taking over abandoned batches failed");
+                    self.last_housekeeping = Some(put_off);
+                }
+            }
+            if let Err(e) = self.trim().await {
+                tracing::warn!(error = %e, "trimming streams failed");
+            }
         }
-        for (sale, keys) in self.streams.clone() {
+        let due = self
+            .streams
+            .iter()
+            .filter(|(sale, _)| !self.is_resting(sale));
+        let reads = join_all(due.map(|(sale, keys)| {
             let mut read = LIBRARY.call("read", &[&keys.stream, &keys.persisting]);
             read.arg(GROUP)
                 .arg(&self.config.consumer)
                 .arg(self.config.batch);
-            let text: String = read.invoke(&mut self.conn).await?;
+            let mut conn = self.conn.clone();
+            async move {
+                let text: redis::RedisResult<String> = read.invoke(&mut conn).await;
+                (sale.clone(), keys.clone(), text)
+            }
+        }))
+        .await;
+        let mut failed = None;
+        for (sale, keys, text) in reads {
+            let text = match text {
+                Ok(text) => text,
+                Err(e) => {
+                    tracing::warn!(sale, error = %e, "reading a sale's orders failed");
+                    self.rest(&sale);
+                    failed.get_or_insert(e);
+                    continue;
+                }
+            };
             let mut events = Vec::new();
             if let Some(first) = Event::decode_lines(&sale, &text, &mut events) {
                 let first = first.to_owned();
                 persisted += self.persist(&keys, &first, &events).await?;
             }
         }
-        Ok(persisted)
+        match failed {
+            // Nothing moved: the run loop pauses before the next round.
+            Some(e) if persisted == 0 => Err(e.into()),
+            _ => Ok(persisted),
+        }
+    }
+
+    /// Leaves `sale` out for a while: a call on it just failed, perhaps
+    /// after a whole response timeout (its master frozen), and the other
+    /// sales' rounds must stay short.
+    fn rest(&mut self, sale: &str) {
+        self.resting
+            .insert(sale.to_owned(), Instant::now() + REST_AFTER_FAILURE);
+    }
+
+    fn is_resting(&self, sale: &str) -> bool {
+        self.resting
+            .get(sale)
+            .is_some_and(|until| *until > Instant::now())
     }
 
     /// Commits order events to SQL, then deletes the record of the batch
@@ -207,6 +279,9 @@ impl Persister {
         let ids: HashSet<String> = self.engine.sale_ids().await?.into_iter().collect();
         self.streams.retain(|sale, _| ids.contains(sale));
         for id in ids {
+            if self.is_resting(&id) {
+                continue;
+            }
             let keys = SaleStream::new(&id)?;
             // Every time, not just for new sales: a stream deleted and made
             // again (a sale recreated, Redis rebuilt from SQL) needs its
@@ -218,7 +293,13 @@ impl Persister {
             let new_group = match created {
                 Ok(()) => true,
                 Err(e) if e.code() == Some("BUSYGROUP") => false,
-                Err(e) => return Err(e.into()),
+                // Its master unreachable: the others go on; it is tried
+                // again at the next housekeeping.
+                Err(e) => {
+                    tracing::warn!(sale = id, error = %e, "checking a sale's group failed");
+                    self.rest(&id);
+                    continue;
+                }
             };
             if new_group || !self.streams.contains_key(&id) {
                 match self.engine.sale(&id).await {
@@ -248,7 +329,18 @@ impl Persister {
         let now = redis_ms(&mut self.conn).await?;
         let idle = self.config.claim_idle.as_millis() as u64;
         for (sale, keys) in self.streams.clone() {
-            for batch in in_flight(&mut self.conn, &keys.persisting).await? {
+            if self.is_resting(&sale) {
+                continue;
+            }
+            let batches = match in_flight(&mut self.conn, &keys.persisting).await {
+                Ok(batches) => batches,
+                Err(e) => {
+                    tracing::warn!(sale, error = %e, "reading a sale's batches failed");
+                    self.rest(&sale);
+                    continue;
+                }
+            };
+            for batch in batches {
                 if now.saturating_sub(batch.read_ms) < idle {
                     continue;
                 }
@@ -269,9 +361,24 @@ impl Persister {
     /// Drops entries every persister has committed, and only those; the
     /// engine keeps those pending orders still live in.
     async fn trim(&mut self) -> Result<()> {
-        for sale in self.streams.keys() {
-            if let Some(floor) = committed_floor(&mut self.conn, sale).await? {
-                self.engine.trim_stream(sale, &floor).await?;
+        for sale in self.streams.keys().cloned().collect::<Vec<_>>() {
+            if self.is_resting(&sale) {
+                continue;
+            }
+            let sale = &sale;
+            let trimmed = match committed_floor(&mut self.conn, sale).await {
+                Ok(Some(floor)) => self
+                    .engine
+                    .trim_stream(sale, &floor)
+                    .await
+                    .map(drop)
+                    .map_err(Into::into),
+                Ok(None) => Ok(()),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = trimmed {
+                tracing::warn!(sale, error = %e, "trimming a sale's stream failed");
+                self.rest(sale);
             }
         }
         Ok(())

@@ -24,17 +24,33 @@ pub async fn sweep_forever(engine: Engine, interval: Duration, shutdown: impl Fu
     }
 }
 
-/// One pass over all sales; answers how many orders expired.
+/// One pass over all sales; answers how many orders expired. A sale whose
+/// master is unreachable is skipped (and logged), so the others still
+/// expire theirs; the pass fails only if no sale could be swept.
 pub async fn sweep(engine: &Engine) -> seckill_engine::Result<u64> {
     let mut expired = 0;
+    let (mut failed, mut swept) = (None, 0);
     for sale in engine.sale_ids().await? {
+        swept += 1;
         loop {
-            let n = engine.expire_due(&sale, PER_CALL).await?;
-            expired += n;
-            if n < u64::from(PER_CALL) {
-                break;
+            match engine.expire_due(&sale, PER_CALL).await {
+                Ok(n) => {
+                    expired += n;
+                    if n < u64::from(PER_CALL) {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(sale, error = %e, "expiring a sale's orders failed");
+                    failed = Some(e);
+                    swept -= 1;
+                    break;
+                }
             }
         }
     }
-    Ok(expired)
+    match failed {
+        Some(e) if swept == 0 => Err(e),
+        _ => Ok(expired),
+    }
 }

@@ -103,6 +103,14 @@ impl Drill {
         answer
     }
 
+    /// How many orders of `sale` are in SQL now.
+    async fn in_sql(&self, sale: &str) -> usize {
+        let engine = Engine::connect_target(&self.target).await.unwrap();
+        let generation = engine.sale(sale).await.unwrap().generation as i64;
+        let store = Store::open(&self.db).await.unwrap();
+        store.orders(sale, generation).await.unwrap().len()
+    }
+
     /// After the buyers stopped: waits for the persister, then compares
     /// every acknowledged order with Redis, SQL and the audit.
     async fn settle(&self, sale: &str, seen: &Bought) -> Outcome {
@@ -340,10 +348,21 @@ async fn drill_14_a_frozen_master_stalls_only_its_own_sales() {
         .pause()
         .unwrap();
     let paused = Instant::now();
-    // The other sale's buyers run exactly while the master is frozen.
+    // The other sale's buyers run while the master is frozen; then, still
+    // frozen, its orders must reach SQL: the persister goes on with the
+    // sales it can reach.
     let other_buyers = Buyers::start(&drill.http, &other_sale);
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    tokio::time::sleep(Duration::from_millis(3_500)).await;
     let mut other = other_buyers.finish().await;
+    let thaw = paused + Duration::from_secs(5);
+    let persisted_while_frozen = loop {
+        let n = drill.in_sql(&other_sale).await;
+        if n >= other.acknowledged.len() || Instant::now() + Duration::from_millis(100) > thaw {
+            break n;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    tokio::time::sleep(thaw.saturating_duration_since(Instant::now())).await;
     drill
         .cluster
         .as_mut()
@@ -367,6 +386,7 @@ async fn drill_14_a_frozen_master_stalls_only_its_own_sales() {
             "other_sale_p50_ms": other.latency(0.5).as_secs_f64() * 1e3,
             "other_sale_p99_ms": other_p99.as_secs_f64() * 1e3,
             "other_sale_unavailable_503": other.unavailable,
+            "other_sale_in_sql_while_frozen": persisted_while_frozen,
             "frozen_sale_unavailable_503": frozen.unavailable,
             "frozen_sale_slowest_answer_ms": frozen.latency(1.0).as_millis() as u64,
             "frozen_sale_acknowledged_after_resume": recovered,
@@ -379,6 +399,11 @@ async fn drill_14_a_frozen_master_stalls_only_its_own_sales() {
         "the other master's sale had p99 {other_p99:?}"
     );
     assert_eq!(other.unavailable, 0, "the other sale answered 503s");
+    assert_eq!(
+        persisted_while_frozen,
+        other.acknowledged.len(),
+        "the other sale's orders did not reach SQL while a master was frozen"
+    );
     assert!(frozen.unavailable > 0, "the frozen sale never answered 503");
     assert!(recovered > 0, "the frozen sale did not recover");
     for outcome in [&other_outcome, &frozen_outcome] {

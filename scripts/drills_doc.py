@@ -1,0 +1,116 @@
+"""Writes the cluster drills' figures into docs/reliability.md.
+
+Reads the `drill-figures {...}` lines the drills print (scripts/drills.sh)
+and replaces the table between the cluster-drills markers of the page.
+"""
+
+import datetime
+import json
+import re
+import sys
+
+BEGIN = "<!-- cluster-drills:begin (scripts/drills.sh writes this table) -->"
+END = "<!-- cluster-drills:end -->"
+
+
+def n(x):
+    return f"{x:,}"
+
+
+def outcome(o):
+    return (
+        f"{n(o['acknowledged'])} acknowledged; forgotten by Redis **{o['forgotten']}** "
+        f"({o['reported']} reported by the audit, {o['lost']} in neither Redis nor SQL); "
+        f"oversold {o['oversold']}; audit {'clean' if o['audit_clean'] else 'NOT clean'}"
+    )
+
+
+def row(d, f):
+    test = "`crates/service/tests/cluster_drills.rs`"
+    if d == "11 default":
+        return (
+            "11", "SIGKILL of the sale's master, default durability",
+            "8 HTTP buyers on one sale; its master SIGKILLed 1 s in; its replica takes over",
+            "503 while the slot has no master, each answer < 2.5 s; selling resumes with nothing restarted; every loss counted, any in SQL reported by the audit; 0 oversold",
+            f"replica took over after {n(f['replica_took_over_ms'])} ms; {n(f['unavailable_503'])} 503s, slowest answer {n(f['slowest_answer_ms'])} ms; "
+            f"{n(f['acknowledged_after_recovery'])} sold after; " + outcome(f["outcome"]),
+            test,
+        )
+    if d == "11 replica":
+        return (
+            "11r", "the same with `--durability replica`",
+            "as 11; the killed node restarted (it rejoins as the new master's replica): a purchase is acknowledged only once a replica has it",
+            "0 acknowledged purchases lost; 503 while no replica can confirm; selling resumes once one can",
+            f"replica took over after {n(f['replica_took_over_ms'])} ms, killed node back as a replica after {n(f['killed_node_rejoined_ms'])} ms; "
+            f"{n(f['unavailable_503'])} 503s, slowest answer {n(f['slowest_answer_ms'])} ms; {n(f['acknowledged_after_recovery'])} sold after; " + outcome(f["outcome"]),
+            test,
+        )
+    if d == "12":
+        return (
+            "12", "`CLUSTER FAILOVER` mid-sale",
+            "8 HTTP buyers; the sale's replica promoted by a manual failover 1 s in",
+            "0 lost, 0 oversold, audit clean, selling goes on",
+            f"failover {n(f['failover_ms'])} ms; {n(f['unavailable_503'])} 503s; p99 {f['p99_ms']} ms, slowest {f['slowest_answer_ms']} ms; " + outcome(f["outcome"]),
+            test,
+        )
+    if d == "13":
+        return (
+            "13", "the sale's slot moved mid-sale",
+            "8 HTTP buyers; the slot moved to another master 1 s in (`SETSLOT IMPORTING/MIGRATING`, `MIGRATE`, `SETSLOT NODE`)",
+            "purchases go on through `ASK`/`TRYAGAIN`; 0 lost, audit clean",
+            f"move {n(f['move_ms'])} ms; {n(f['unavailable_503'])} 503s; p99 {f['p99_ms']} ms, slowest {f['slowest_answer_ms']} ms; " + outcome(f["outcome"]),
+            test,
+        )
+    if d == "14":
+        return (
+            "14", "one master frozen (SIGSTOP) for 5 s",
+            "buyers on a sale of the frozen master and, during the freeze, on a sale of another master",
+            "the other sale: p99 < 50 ms, no 503, its orders reach SQL during the freeze; the frozen sale answers 503 (each < 2.5 s) and sells again after",
+            f"other sale: {n(f['other_sale_acknowledged'])} sold, p50 {f['other_sale_p50_ms']:.1f} ms, p99 {f['other_sale_p99_ms']:.1f} ms, "
+            f"{f['other_sale_unavailable_503']} 503s, {n(f['other_sale_in_sql_while_frozen'])} in SQL before the thaw; "
+            f"frozen sale: {n(f['frozen_sale_unavailable_503'])} 503s, slowest {n(f['frozen_sale_slowest_answer_ms'])} ms, "
+            f"{n(f['frozen_sale_acknowledged_after_resume'])} sold after; " + outcome(f["frozen_outcome"]),
+            test,
+        )
+    if d == "15":
+        return (
+            "15", "lock holder's master killed",
+            "a lock (lease 1 s) is held and a fenced write made; the lock's master SIGKILLed; the replica takes over; another client takes the lock",
+            "the new fence is higher; the stale holder's write is refused; its release says `NotHeld`",
+            f"fences {f['stale_fence']} → {f['fresh_fence']}; stale write refused: {"yes" if f["stale_write_refused"] else "NO"}; replica took over after {n(f['failover_ms'])} ms",
+            "`crates/lock/tests/cluster.rs` `drill_15_…`",
+        )
+    raise SystemExit(f"unknown drill {d}")
+
+
+def main():
+    figures = {}
+    for line in open(sys.argv[1], encoding="utf-8"):
+        m = re.search(r"drill-figures (\{.*\})\s*$", line)
+        if m:
+            record = json.loads(m.group(1))
+            figures[record["drill"]] = record["figures"]
+    order = ["11 default", "11 replica", "12", "13", "14", "15"]
+    missing = [d for d in order if d not in figures]
+    if missing:
+        raise SystemExit(f"no figures for drills {missing}")
+    lines = [
+        BEGIN,
+        "",
+        f"Measured by `bash scripts/drills.sh` on {datetime.date.today().isoformat()}, this machine (2 vCPU):",
+        "",
+        "| # | drill | what is done | what is checked | figures | test |",
+        "|---|---|---|---|---|---|",
+    ]
+    for d in order:
+        lines.append("| " + " | ".join(row(d, figures[d])) + " |")
+    lines += ["", END]
+    path = sys.argv[2]
+    page = open(path, encoding="utf-8").read()
+    start, end = page.index(BEGIN), page.index(END) + len(END)
+    page = page[:start] + "\n".join(lines) + page[end:]
+    open(path, "w", encoding="utf-8").write(page)
+
+
+if __name__ == "__main__":
+    main()
