@@ -77,7 +77,7 @@ def row(d, f):
             "15", "lock holder's master killed",
             "a lock (lease 1 s) is held and a fenced write made; the lock's master SIGKILLed; the replica takes over; another client takes the lock",
             "the new fence is higher; the stale holder's write is refused; its release says `NotHeld`",
-            f"fences {f['stale_fence']} → {f['fresh_fence']}; stale write refused: {"yes" if f["stale_write_refused"] else "NO"}; replica took over after {n(f['failover_ms'])} ms",
+            f"fences {f['stale_fence']} → {f['fresh_fence']}; stale write refused: {'yes' if f['stale_write_refused'] else 'NO'}; replica took over after {n(f['failover_ms'])} ms",
             "`crates/lock/tests/cluster.rs` `drill_15_…`",
         )
     raise SystemExit(f"unknown drill {d}")
