@@ -118,12 +118,10 @@ impl Engine {
         self
     }
 
-    /// Whether Redis answers.
+    /// Whether Redis answers (on a cluster, any one node: see
+    /// [`Conn::ping`]).
     pub async fn ping(&self) -> Result<()> {
-        let () = redis::cmd("PING")
-            .query_async(&mut self.conn.clone())
-            .await?;
-        Ok(())
+        Ok(self.conn.clone().ping().await?)
     }
 
     /// A purchaser of sale `id` with `strategy`. Reads the sale once: the

@@ -127,7 +127,7 @@ impl Target {
     /// Like [`Target::connect_lazy`], but fails now if Redis does not answer.
     pub async fn connect(&self) -> RedisResult<Conn> {
         let mut conn = self.connect_lazy()?;
-        let () = redis::cmd("PING").query_async(&mut conn).await?;
+        conn.ping().await?;
         Ok(conn)
     }
 }
@@ -191,6 +191,30 @@ impl Conn {
     /// request id) where this is true.
     pub fn may_resend(&self) -> bool {
         matches!(self.0, Inner::Cluster(_))
+    }
+
+    /// Whether Redis answers: the server, or on a cluster any one node
+    /// (up to three tried).
+    /// A cluster client sends a bare `PING` to every master, so one master
+    /// down would make the whole service look down, while the sales on the
+    /// other masters are being served.
+    pub async fn ping(&mut self) -> RedisResult<()> {
+        let cmd = redis::cmd("PING");
+        match &mut self.0 {
+            Inner::Server(c) => cmd.query_async(c).await,
+            Inner::Cluster(c) => {
+                // A random node each time: one that is down costs a retry.
+                let random = || RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
+                let mut answer = c.route_command(cmd.clone(), random()).await;
+                for _ in 0..2 {
+                    if answer.is_ok() {
+                        break;
+                    }
+                    answer = c.route_command(cmd.clone(), random()).await;
+                }
+                answer.map(drop)
+            }
+        }
     }
 
     /// Sends `FUNCTION LOAD` of `code` where a call on `key` runs: the one
