@@ -26,7 +26,11 @@ async fn sales_on_every_master_sell_exactly_their_stock() {
         .zip([Strategy::Atomic, Strategy::Coalesced, Strategy::Lock])
     {
         engine
-            .create_sale(&SaleSpec::new(id, 500).per_user_limit(1))
+            .create_sale(
+                &SaleSpec::new(id, 500)
+                    .per_user_limit(1)
+                    .inventory(strategy.inventory()),
+            )
             .await
             .unwrap();
         let purchaser = engine.purchaser(strategy, id).await.unwrap();
