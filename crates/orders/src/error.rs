@@ -67,3 +67,13 @@ pub enum Error {
 
 /// Result alias for this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// The Redis error behind this one, if Redis is what failed.
+    pub(crate) fn redis(&self) -> Option<&redis::RedisError> {
+        match self {
+            Self::Redis(e) | Self::Engine(seckill_engine::Error::Redis(e)) => Some(e),
+            _ => None,
+        }
+    }
+}

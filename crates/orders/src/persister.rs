@@ -233,7 +233,7 @@ impl Persister {
                 Ok(text) => text,
                 Err(e) => {
                     tracing::warn!(sale, error = %e, "reading a sale's orders failed");
-                    self.rest(&sale);
+                    self.rest_if_unreachable(&sale, &e);
                     failed.get_or_insert(e);
                     continue;
                 }
@@ -251,12 +251,20 @@ impl Persister {
         }
     }
 
-    /// Leaves `sale` out for a while: a call on it just failed, perhaps
-    /// after a whole response timeout (its master frozen), and the other
-    /// sales' rounds must stay short.
-    fn rest(&mut self, sale: &str) {
-        self.resting
-            .insert(sale.to_owned(), Instant::now() + REST_AFTER_FAILURE);
+    /// Leaves `sale` out for a while when `e` says its master could not
+    /// be reached or answered too late (perhaps after a whole response
+    /// timeout: a frozen master), so the other sales' rounds stay short.
+    /// An error reply (a group made again, say) is retried at once.
+    fn rest_if_unreachable(&mut self, sale: &str, e: &redis::RedisError) {
+        let unreachable = e.is_timeout()
+            || e.is_io_error()
+            || e.is_connection_dropped()
+            || e.is_connection_refusal()
+            || e.is_cluster_error();
+        if unreachable {
+            self.resting
+                .insert(sale.to_owned(), Instant::now() + REST_AFTER_FAILURE);
+        }
     }
 
     fn is_resting(&self, sale: &str) -> bool {
@@ -297,7 +305,7 @@ impl Persister {
                 // again at the next housekeeping.
                 Err(e) => {
                     tracing::warn!(sale = id, error = %e, "checking a sale's group failed");
-                    self.rest(&id);
+                    self.rest_if_unreachable(&id, &e);
                     continue;
                 }
             };
@@ -336,7 +344,9 @@ impl Persister {
                 Ok(batches) => batches,
                 Err(e) => {
                     tracing::warn!(sale, error = %e, "reading a sale's batches failed");
-                    self.rest(&sale);
+                    if let Some(e) = e.redis() {
+                        self.rest_if_unreachable(&sale, e);
+                    }
                     continue;
                 }
             };
@@ -378,7 +388,9 @@ impl Persister {
             };
             if let Err(e) = trimmed {
                 tracing::warn!(sale, error = %e, "trimming a sale's stream failed");
-                self.rest(sale);
+                if let Some(e) = e.redis() {
+                    self.rest_if_unreachable(sale, e);
+                }
             }
         }
         Ok(())
