@@ -13,6 +13,8 @@ OUT=$(mktemp -d)
 PIDS=()
 cleanup() {
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  # Until they are gone: a server still writing its log keeps the folder.
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
   rm -rf "$OUT"
 }
 trap cleanup EXIT
