@@ -68,6 +68,14 @@ impl RedisCluster {
                     settle_or_fail(deadline, "replicas to sync")?;
                 }
             }
+            // After a diskless sync a master holds its replica's stream
+            // back until the replica's first acknowledgement, up to a
+            // second later: a write in that window dies with the master.
+            // A replicated write and WAIT on one connection end the window
+            // (FUNCTION FLUSH is keyless, and nothing is loaded yet).
+            while replicas > 0 && !wait_streaming(master)? {
+                settle_or_fail(deadline, "replicas to stream")?;
+            }
         }
         Ok(cluster)
     }
@@ -357,6 +365,30 @@ fn cli(port: u16, args: &[&str]) -> io::Result<String> {
         )));
     }
     Ok(text)
+}
+
+/// Whether a replica of `master` acknowledges a write made now.
+fn wait_streaming(master: u16) -> io::Result<bool> {
+    use std::io::Write as _;
+    let mut child = Command::new("timeout")
+        .args(["10", "redis-cli", "-p", &master.to_string()])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()?;
+    child
+        .stdin
+        .take()
+        .ok_or_else(|| io::Error::other("no stdin"))?
+        .write_all(b"FUNCTION FLUSH\nWAIT 1 5000\n")?;
+    let output = child.wait_with_output()?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    let acked = text.lines().last().and_then(|l| {
+        l.trim()
+            .trim_start_matches("(integer) ")
+            .parse::<usize>()
+            .ok()
+    });
+    Ok(acked.is_some_and(|n| n >= 1))
 }
 
 fn settle_or_fail(deadline: Instant, what: &str) -> io::Result<()> {
