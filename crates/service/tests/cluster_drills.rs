@@ -19,6 +19,11 @@ mod common;
 
 use common::{Bought, Buyers, serve, wait_ready};
 
+/// One drill at a time: `cargo test` runs a file's tests on parallel
+/// threads, and five clusters of six servers with their buyers on two
+/// cores would measure the machine, not the drill.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// How long a buyer may wait for any answer, a 503 included: the cluster
 /// client gives up after 2 s; the rest is HTTP and scheduling on a busy
 /// 2-core machine.
@@ -237,6 +242,7 @@ async fn kill_the_sales_master(durability: Durability) -> (Outcome, serde_json::
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drill_11_sigkill_of_the_sales_master_with_the_default_durability() {
+    let _turn = ONE_AT_A_TIME.lock().await;
     let (outcome, value) = kill_the_sales_master(Durability::Primary).await;
     figures("11 default", value);
     // Losses are possible here; each one is counted, and any that reached
@@ -246,6 +252,7 @@ async fn drill_11_sigkill_of_the_sales_master_with_the_default_durability() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drill_11_sigkill_of_the_sales_master_with_replica_durability() {
+    let _turn = ONE_AT_A_TIME.lock().await;
     let durability = Durability::Replica {
         timeout: Duration::from_millis(250),
     };
@@ -258,6 +265,7 @@ async fn drill_11_sigkill_of_the_sales_master_with_replica_durability() {
 /// Drill 12: `CLUSTER FAILOVER` on the sale's replica mid-sale.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drill_12_manual_failover_mid_sale_loses_nothing() {
+    let _turn = ONE_AT_A_TIME.lock().await;
     let mut drill = start(Durability::Primary).await;
     let (sale, master) = drill.sales().await.remove(0);
     let replica = drill.cluster().replicas_of(master).unwrap()[0];
@@ -295,6 +303,7 @@ async fn drill_12_manual_failover_mid_sale_loses_nothing() {
 /// (`SETSLOT IMPORTING/MIGRATING`, `MIGRATE`, `SETSLOT NODE`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drill_13_the_sales_slot_moves_mid_sale() {
+    let _turn = ONE_AT_A_TIME.lock().await;
     let mut drill = start(Durability::Primary).await;
     let sales = drill.sales().await;
     let (sale, from) = sales[0].clone();
@@ -334,6 +343,7 @@ async fn drill_13_the_sales_slot_moves_mid_sale() {
 /// (its replica may take over meanwhile: the node timeout is 2 s).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drill_14_a_frozen_master_stalls_only_its_own_sales() {
+    let _turn = ONE_AT_A_TIME.lock().await;
     let mut drill = start(Durability::Primary).await;
     let sales = drill.sales().await;
     let (frozen_sale, frozen_master) = sales[0].clone();
