@@ -34,18 +34,11 @@ async fn rig(rate: f64, burst: f64) -> Rig {
 async fn rig_with(edit: impl FnOnce(&mut seckill_service::Config)) -> Rig {
     let server = RedisServer::start().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let mut config = seckill_service::Config {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        redis: seckill_redis::Target::server(&server.url()),
-        database_url: dir.path().join("o.db").to_string_lossy().into_owned(),
-        admin_token: TOKEN.to_owned(),
-        rate_per_user: 0.0,
-        burst_per_user: 1.0,
-        background: true,
-        limits: Default::default(),
-        archive_after: Duration::from_secs(3600),
-        durability: Default::default(),
-    };
+    let mut config = common::config(
+        seckill_redis::Target::server(&server.url()),
+        &dir.path().join("o.db").to_string_lossy(),
+        TOKEN,
+    );
     edit(&mut config);
     let running = seckill_service::start(config).await.unwrap();
     let base = format!("http://{}", running.addr);

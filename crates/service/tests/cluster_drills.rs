@@ -4,7 +4,6 @@
 //! master failing over, is in `crates/lock/tests/cluster.rs`.) Each prints
 //! one `drill-figures {…}` line; `scripts/drills.sh` puts them in the doc.
 
-use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use hyper::StatusCode;
@@ -17,7 +16,7 @@ use serde_json::json;
 
 mod common;
 
-use common::{Bought, Buyers, serve, wait_ready};
+use common::{Bought, Buyers, forgotten_and_in_sql, serve, wait_ready};
 
 /// One drill at a time: `cargo test` runs a file's tests on parallel
 /// threads, and five clusters of six servers with their buyers on two
@@ -126,22 +125,8 @@ impl Drill {
             .unwrap();
         let store = Store::open(&self.db).await.unwrap();
         let state = engine.sale(sale).await.unwrap();
-        let in_sql: HashSet<String> = store
-            .orders(sale, state.generation as i64)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|o| o.order_id)
-            .collect();
-        let mut forgotten = Vec::new();
-        for (order, _) in &seen.acknowledged {
-            if matches!(
-                engine.order(order).await,
-                Err(seckill_engine::Error::OrderNotFound(_))
-            ) {
-                forgotten.push(order.clone());
-            }
-        }
+        let orders = seen.acknowledged.iter().map(|(o, _)| o.as_str());
+        let (forgotten, in_sql) = forgotten_and_in_sql(&engine, &store, sale, orders).await;
         let reported_expected = forgotten.iter().filter(|o| in_sql.contains(*o)).count();
         let report = audit(&engine, &store, sale).await.unwrap();
         let flagged = report

@@ -12,7 +12,7 @@ use serde_json::json;
 
 mod common;
 
-use common::{Buyers, serve, wait_ready};
+use common::{Buyers, forgotten_and_in_sql, serve, wait_ready};
 
 async fn drain(redis_url: &str, sale: &str) {
     let engine = Engine::connect(redis_url).await.unwrap();
@@ -272,23 +272,19 @@ async fn with_everysec_the_loss_window_is_measured_and_audited() {
 
     let engine = Engine::connect(&redis.url()).await.unwrap();
     let store = Store::open(&db).await.unwrap();
-    let generation = engine.sale("e").await.unwrap().generation as i64;
-    let in_sql: std::collections::HashSet<String> = store
-        .orders("e", generation)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|o| o.order_id)
+    let orders = acknowledged.iter().map(|(o, _)| o.as_str());
+    let (forgotten, in_sql) = forgotten_and_in_sql(&engine, &store, "e", orders).await;
+    let acknowledged_at: std::collections::HashMap<&str, Instant> = acknowledged
+        .iter()
+        .map(|(o, at)| (o.as_str(), *at))
         .collect();
-    let mut forgotten = Vec::new();
-    for (order, at) in &acknowledged {
-        if matches!(
-            engine.order(order).await,
-            Err(seckill_engine::Error::OrderNotFound(_))
-        ) {
-            forgotten.push((order.clone(), killed.duration_since(*at)));
-        }
-    }
+    let forgotten: Vec<(String, Duration)> = forgotten
+        .into_iter()
+        .map(|o| {
+            let age = killed.duration_since(acknowledged_at[o.as_str()]);
+            (o, age)
+        })
+        .collect();
     let reported = forgotten.iter().filter(|(o, _)| in_sql.contains(o)).count();
     let window = forgotten
         .iter()

@@ -30,24 +30,33 @@ use serde_json::json;
 /// The admin token of the services these helpers start.
 pub const TOKEN: &str = "drill";
 
-/// A service on `redis` with the persister and sweeper on, no rate limit,
-/// and `durability`; answers it with a buyer's and an admin's client.
+/// The settings of a test service on `redis` and the database `db`: any
+/// free port, admin token `token`, persister and sweeper on, no rate limit.
+pub fn config(redis: seckill_redis::Target, db: &str, token: &str) -> seckill_service::Config {
+    seckill_service::Config {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        redis,
+        database_url: db.to_owned(),
+        admin_token: token.to_owned(),
+        rate_per_user: 0.0,
+        burst_per_user: 1.0,
+        background: true,
+        limits: Default::default(),
+        archive_after: Duration::from_secs(3600),
+        durability: Default::default(),
+    }
+}
+
+/// A service as [`config`] makes it, with admin token [`TOKEN`] and
+/// `durability`; answers it with a buyer's and an admin's client.
 pub async fn serve(
     redis: seckill_redis::Target,
     db: &str,
     durability: seckill_engine::Durability,
 ) -> (seckill_service::Running, Http, Http) {
     let running = seckill_service::start(seckill_service::Config {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        redis,
-        database_url: db.to_owned(),
-        admin_token: TOKEN.to_owned(),
-        rate_per_user: 0.0,
-        burst_per_user: 1.0,
-        background: true,
-        limits: Default::default(),
-        archive_after: Duration::from_secs(3600),
         durability,
+        ..config(redis, db, TOKEN)
     })
     .await
     .unwrap();
@@ -148,4 +157,32 @@ impl Buyers {
         }
         all
     }
+}
+
+/// Of the `acknowledged` orders of `sale`, those its Redis no longer has;
+/// and the ids of the sale's orders in SQL.
+pub async fn forgotten_and_in_sql<'a>(
+    engine: &seckill_engine::Engine,
+    store: &seckill_orders::Store,
+    sale: &str,
+    acknowledged: impl IntoIterator<Item = &'a str>,
+) -> (Vec<String>, std::collections::HashSet<String>) {
+    let generation = engine.sale(sale).await.unwrap().generation as i64;
+    let in_sql = store
+        .orders(sale, generation)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| o.order_id)
+        .collect();
+    let mut forgotten = Vec::new();
+    for order in acknowledged {
+        if matches!(
+            engine.order(order).await,
+            Err(seckill_engine::Error::OrderNotFound(_))
+        ) {
+            forgotten.push(order.to_owned());
+        }
+    }
+    (forgotten, in_sql)
 }
