@@ -8,22 +8,17 @@ use seckill_service::client::Http;
 use seckill_testkit::RedisCluster;
 use serde_json::json;
 
+mod common;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_sells_restocks_and_persists_on_a_cluster() {
     let cluster = RedisCluster::start(3, 1).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let running = seckill_service::start(seckill_service::Config {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        redis: seckill_redis::Target::cluster(&cluster.addresses().join(",")).unwrap(),
-        database_url: dir.path().join("o.db").to_string_lossy().into_owned(),
-        admin_token: "tok".to_owned(),
-        rate_per_user: 0.0,
-        burst_per_user: 1.0,
-        background: true,
-        limits: Default::default(),
-        archive_after: Duration::from_secs(3600),
-        durability: Default::default(),
-    })
+    let running = seckill_service::start(common::config(
+        seckill_redis::Target::cluster(&cluster.addresses().join(",")).unwrap(),
+        &dir.path().join("o.db").to_string_lossy(),
+        "tok",
+    ))
     .await
     .unwrap();
     let base = format!("http://{}", running.addr);
