@@ -397,7 +397,6 @@ fn buyers(count: u64) -> Vec<PurchaseRequest> {
 /// builds both command lines from its own keys. Each baseline also reports
 /// the Redis command time per call it cost.
 async fn compare(engine: &Engine, target: &Target, run_id: &str) -> Result<Vec<Baseline>> {
-    let masters = target.redis.masters().await?;
     let classic_sale = format!("rb-{run_id}-classic");
     let full_sale = format!("rb-{run_id}-full");
     engine
@@ -443,17 +442,10 @@ async fn compare(engine: &Engine, target: &Target, run_id: &str) -> Result<Vec<B
         let command: Vec<&str> = command.iter().map(String::as_str).collect();
         // FCALL|EVALSHA <name> <numkeys> <first key> …: on a cluster,
         // redis-benchmark talks straight to the master of that key's slot.
-        let slot = target.redis.slot_of(command[3]).await?;
-        let master = masters
-            .iter()
-            .find(|m| m.serves(slot))
-            .with_context(|| format!("no master serves slot {slot}"))?;
-        let (host, port) = master
-            .host_port()
-            .context("redis-benchmark needs a TCP address")?;
+        let master = target.redis.master_of(command[3]).await?;
         for &pipeline in pipelines {
             let mut meter = Meter::start(&target.redis).await?;
-            let rps = redis_benchmark::rps(&host, port, 50, pipeline, requests, &command)?;
+            let rps = redis_benchmark::rps(&master, 50, pipeline, requests, &command)?;
             let cost = meter.read(&[]).await?.per(requests);
             baselines.push(Baseline {
                 baseline: format!("redis-benchmark {name}"),

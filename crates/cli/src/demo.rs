@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use seckill_service::client::{Http, code};
 
-use crate::target::Target;
+use crate::target::RedisArgs;
 
 const SALE: &str = "demo";
 const STOCK: u64 = 100;
@@ -28,13 +28,8 @@ const MAX_WAVES: usize = 10;
 
 #[derive(ClapArgs)]
 pub struct Args {
-    /// Use this Redis instead of starting a private redis-server.
-    #[arg(long, env = "SECKILL_REDIS_URL")]
-    redis_url: Option<String>,
-    /// Start a private Redis Cluster (3 masters, 1 replica each, free
-    /// ports) and run the demo on it.
-    #[arg(long, conflicts_with = "redis_url")]
-    cluster: bool,
+    #[command(flatten)]
+    redis: RedisArgs,
     /// Buyers in the first wave.
     #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     buyers: u64,
@@ -45,11 +40,7 @@ pub struct Args {
 
 pub async fn run(args: Args) -> Result<ExitCode> {
     let started = Instant::now();
-    let target = match (&args.redis_url, args.cluster) {
-        (_, true) => Target::private_cluster()?,
-        (Some(url), false) => Target::given(seckill_redis::Target::server(url)),
-        (None, false) => Target::private_server()?,
-    };
+    let target = args.redis.target()?;
     let redis = target.redis.clone();
     let dir = tempfile::Builder::new().prefix("seckill-demo-").tempdir()?;
     let database = dir.path().join("orders.db").to_string_lossy().into_owned();

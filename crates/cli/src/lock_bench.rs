@@ -233,17 +233,11 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         // One hash tag: on a cluster, every key on one master, which
         // redis-benchmark is pointed at.
         let key = "rb:lock:{bench}:__rand_int__";
-        let slot = target.redis.slot_of(key).await?;
-        let masters = target.redis.masters().await?;
-        let (host, port) = masters
-            .iter()
-            .find(|m| m.serves(slot))
-            .and_then(seckill_redis::Master::host_port)
-            .with_context(|| format!("no master with a TCP address serves slot {slot}"))?;
+        let master = target.redis.master_of(key).await?;
         let set = ["SET", key, "token", "NX", "PX", "10000"];
-        let pairs = redis_benchmark::rps(&host, port, 50, 1, 200_000, &set)?;
+        let pairs = redis_benchmark::rps(&master, 50, 1, 200_000, &set)?;
         let get = ["GET", key];
-        let trips = redis_benchmark::rps(&host, port, 1, 1, 20_000, &get)?;
+        let trips = redis_benchmark::rps(&master, 1, 1, 20_000, &get)?;
         (Some(pairs), Some(trips))
     } else {
         (None, None)

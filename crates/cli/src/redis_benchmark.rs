@@ -5,18 +5,21 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-/// Requests per second `redis-benchmark` reaches for `command` with
-/// `clients` connections and `pipeline` commands in flight per connection.
+/// Requests per second `redis-benchmark` reaches for `command` against
+/// `master` with `clients` connections and `pipeline` commands in flight
+/// per connection.
 pub fn rps(
-    host: &str,
-    port: u16,
+    master: &seckill_redis::Master,
     clients: u32,
     pipeline: u32,
     requests: u64,
     command: &[&str],
 ) -> Result<f64> {
+    let (host, port) = master
+        .host_port()
+        .context("redis-benchmark needs a TCP address")?;
     let output = Command::new("redis-benchmark")
-        .args(["-h", host, "-p", &port.to_string()])
+        .args(["-h", &host, "-p", &port.to_string()])
         .args(["-c", &clients.to_string(), "-P", &pipeline.to_string()])
         // A range of 10^9 random ids: the runs of one `--compare` share a
         // sale, and with 10^6 a quarter of a run's request ids repeated an

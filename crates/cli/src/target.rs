@@ -4,7 +4,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use seckill_testkit::{RedisCluster, RedisServer};
 
-/// Which Redis `bench` and `lock-bench` run against.
+/// Which Redis `demo`, `bench` and `lock-bench` run against.
 #[derive(Args)]
 pub struct RedisArgs {
     /// Redis to use; without it (or `--redis-cluster`) a private
@@ -28,14 +28,16 @@ impl RedisArgs {
             return Target::private_cluster();
         }
         match (&self.redis_cluster, &self.redis_url) {
-            (Some(nodes), _) => Ok(Target::given(
-                seckill_redis::Target::cluster(nodes)
-                    .with_context(|| format!("--redis-cluster {nodes:?}"))?,
-            )),
+            (Some(nodes), _) => Ok(Target::given(cluster(nodes)?)),
             (None, Some(url)) => Ok(Target::given(seckill_redis::Target::server(url))),
             (None, None) => Target::private_server(),
         }
     }
+}
+
+/// `--redis-cluster NODES` read.
+fn cluster(nodes: &str) -> Result<seckill_redis::Target> {
+    seckill_redis::Target::cluster(nodes).with_context(|| format!("--redis-cluster {nodes:?}"))
 }
 
 /// The Redis a command uses: one it was given, or a private `redis-server`
@@ -48,7 +50,7 @@ pub struct Target {
 
 impl Target {
     /// A Redis the command was given.
-    pub fn given(redis: seckill_redis::Target) -> Self {
+    fn given(redis: seckill_redis::Target) -> Self {
         Self {
             redis,
             _private: None,
@@ -56,7 +58,7 @@ impl Target {
     }
 
     /// A private redis-server on a free port.
-    pub fn private_server() -> Result<Self> {
+    fn private_server() -> Result<Self> {
         let server = RedisServer::start().context("starting a private redis-server")?;
         Ok(Self {
             redis: seckill_redis::Target::server(&server.url()),
@@ -65,7 +67,7 @@ impl Target {
     }
 
     /// A private cluster of 3 masters with a replica each, on free ports.
-    pub fn private_cluster() -> Result<Self> {
+    fn private_cluster() -> Result<Self> {
         let cluster = RedisCluster::start(3, 1)
             .context("starting a private Redis Cluster (3 masters, 3 replicas)")?;
         Ok(Self {
@@ -100,8 +102,7 @@ impl Stores {
     /// Where Redis is: `--redis-cluster` if given, else `--redis-url`.
     pub fn redis(&self) -> Result<seckill_redis::Target> {
         match &self.redis_cluster {
-            Some(nodes) => seckill_redis::Target::cluster(nodes)
-                .with_context(|| format!("--redis-cluster {nodes:?}")),
+            Some(nodes) => cluster(nodes),
             None => Ok(seckill_redis::Target::server(&self.redis_url)),
         }
     }

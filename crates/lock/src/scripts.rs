@@ -36,3 +36,36 @@ pub(crate) async fn run<T: redis::FromRedisValue>(
     }
     call.invoke(conn).await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The cluster client sends a command again after a dropped connection,
+    /// so `acquire` may run twice: the second run answers the grant the
+    /// first made, and does not queue its holder behind itself.
+    #[tokio::test]
+    async fn an_acquire_sent_twice_answers_its_own_grant() {
+        let server = seckill_testkit::RedisServer::start().unwrap();
+        let mut conn = seckill_redis::Target::server(&server.url())
+            .connect()
+            .await
+            .unwrap();
+        let keys = Keys::new("t", "twice").unwrap();
+        for wait in ["0", "1000"] {
+            let args = ["token", "5000", wait, "channel"];
+            let first: (i64, i64) = run(&mut conn, "acquire", &keys, &args).await.unwrap();
+            let again: (i64, i64) = run(&mut conn, "acquire", &keys, &args).await.unwrap();
+            assert_eq!(first.0, 1);
+            assert_eq!(again, (1, first.1), "wait {wait}");
+            let queued: i64 = redis::cmd("LLEN")
+                .arg(&keys.all[2])
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            assert_eq!(queued, 0, "the holder queued behind itself");
+            let released: i64 = run(&mut conn, "release", &keys, &["token"]).await.unwrap();
+            assert_eq!(released, 1);
+        }
+    }
+}

@@ -109,8 +109,9 @@ pub struct Persister {
     config: PersisterConfig,
     /// sale id -> its keys, of sales whose group exists.
     streams: HashMap<String, SaleStream>,
-    last_housekeeping: Option<Instant>,
-    /// Sales whose last read failed, and until when they are not read.
+    /// When housekeeping is due next.
+    next_housekeeping: Instant,
+    /// Sales whose master was unreachable, and until when they are left out.
     resting: HashMap<String, Instant>,
 }
 
@@ -147,7 +148,7 @@ impl Persister {
             conn,
             config,
             streams: HashMap::new(),
-            last_housekeeping: None,
+            next_housekeeping: Instant::now(),
             resting: HashMap::new(),
         })
     }
@@ -182,34 +183,26 @@ impl Persister {
     /// were persisted; 0 when there was nothing new.
     pub async fn round(&mut self) -> Result<usize> {
         let mut persisted = 0;
-        if self
-            .last_housekeeping
-            .is_none_or(|t| t.elapsed() >= self.config.housekeeping)
-        {
-            self.last_housekeeping = Some(Instant::now());
+        if Instant::now() >= self.next_housekeeping {
             // Each step on its own: the master holding the sale registry
-            // (or one sale) being down must not stop the reads below.
-            // A step that failed outright (the registry's master, or the
-            // one asked the time, unreachable) puts the next housekeeping
-            // off a while, as a resting sale is.
-            let now = Instant::now();
-            let put_off = (now + REST_AFTER_FAILURE)
-                .checked_sub(self.config.housekeeping)
-                .unwrap_or(now);
+            // (or one sale) being down must not stop the reads below. A
+            // step that failed outright (the registry's master, or the one
+            // asked the time, unreachable) puts the next housekeeping off
+            // as long as a resting sale is left out.
+            let mut next = Instant::now() + self.config.housekeeping;
             if let Err(e) = self.refresh_streams().await {
                 tracing::warn!(error = %e, "learning of new sales failed");
-                self.last_housekeeping = Some(put_off);
+                next = Instant::now() + REST_AFTER_FAILURE;
             }
             match self.claim_abandoned().await {
                 Ok(n) => persisted += n,
                 Err(e) => {
                     tracing::warn!(error = %e, "taking over abandoned batches failed");
-                    self.last_housekeeping = Some(put_off);
+                    next = Instant::now() + REST_AFTER_FAILURE;
                 }
             }
-            if let Err(e) = self.trim().await {
-                tracing::warn!(error = %e, "trimming streams failed");
-            }
+            self.trim().await;
+            self.next_housekeeping = next;
         }
         let due = self
             .streams
@@ -232,8 +225,8 @@ impl Persister {
             let text = match text {
                 Ok(text) => text,
                 Err(e) => {
-                    tracing::warn!(sale, error = %e, "reading a sale's orders failed");
-                    self.rest_if_unreachable(&sale, &e);
+                    let e = e.into();
+                    self.sale_failed(&sale, "reading its orders", &e);
                     failed.get_or_insert(e);
                     continue;
                 }
@@ -246,21 +239,25 @@ impl Persister {
         }
         match failed {
             // Nothing moved: the run loop pauses before the next round.
-            Some(e) if persisted == 0 => Err(e.into()),
+            Some(e) if persisted == 0 => Err(e),
             _ => Ok(persisted),
         }
     }
 
-    /// Leaves `sale` out for a while when `e` says its master could not
-    /// be reached or answered too late (perhaps after a whole response
-    /// timeout: a frozen master), so the other sales' rounds stay short.
-    /// An error reply (a group made again, say) is retried at once.
-    fn rest_if_unreachable(&mut self, sale: &str, e: &redis::RedisError) {
-        let unreachable = e.is_timeout()
-            || e.is_io_error()
-            || e.is_connection_dropped()
-            || e.is_connection_refusal()
-            || e.is_cluster_error();
+    /// Logs a failed step on `sale`, and leaves the sale out for a while
+    /// when its master could not be reached or answered too late (perhaps
+    /// after a whole response timeout: a frozen master), so the other
+    /// sales' rounds stay short. An error reply (a group made again, say)
+    /// is retried at once.
+    fn sale_failed(&mut self, sale: &str, step: &str, e: &crate::Error) {
+        tracing::warn!(sale, error = %e, "{step} failed");
+        let unreachable = e.redis().is_some_and(|e| {
+            e.is_timeout()
+                || e.is_io_error()
+                || e.is_connection_dropped()
+                || e.is_connection_refusal()
+                || e.is_cluster_error()
+        });
         if unreachable {
             self.resting
                 .insert(sale.to_owned(), Instant::now() + REST_AFTER_FAILURE);
@@ -286,6 +283,7 @@ impl Persister {
     async fn refresh_streams(&mut self) -> Result<()> {
         let ids: HashSet<String> = self.engine.sale_ids().await?.into_iter().collect();
         self.streams.retain(|sale, _| ids.contains(sale));
+        self.resting.retain(|sale, _| ids.contains(sale));
         for id in ids {
             if self.is_resting(&id) {
                 continue;
@@ -304,8 +302,7 @@ impl Persister {
                 // Its master unreachable: the others go on; it is tried
                 // again at the next housekeeping.
                 Err(e) => {
-                    tracing::warn!(sale = id, error = %e, "checking a sale's group failed");
-                    self.rest_if_unreachable(&id, &e);
+                    self.sale_failed(&id, "checking its group", &e.into());
                     continue;
                 }
             };
@@ -343,10 +340,7 @@ impl Persister {
             let batches = match in_flight(&mut self.conn, &keys.persisting).await {
                 Ok(batches) => batches,
                 Err(e) => {
-                    tracing::warn!(sale, error = %e, "reading a sale's batches failed");
-                    if let Some(e) = e.redis() {
-                        self.rest_if_unreachable(&sale, e);
-                    }
+                    self.sale_failed(&sale, "reading its batches", &e);
                     continue;
                 }
             };
@@ -370,28 +364,20 @@ impl Persister {
 
     /// Drops entries every persister has committed, and only those; the
     /// engine keeps those pending orders still live in.
-    async fn trim(&mut self) -> Result<()> {
+    async fn trim(&mut self) {
         for sale in self.streams.keys().cloned().collect::<Vec<_>>() {
             if self.is_resting(&sale) {
                 continue;
             }
-            let sale = &sale;
-            let trimmed = match committed_floor(&mut self.conn, sale).await {
-                Ok(Some(floor)) => self
-                    .engine
-                    .trim_stream(sale, &floor)
-                    .await
-                    .map(drop)
-                    .map_err(Into::into),
-                Ok(None) => Ok(()),
-                Err(e) => Err(e),
-            };
-            if let Err(e) = trimmed {
-                tracing::warn!(sale, error = %e, "trimming a sale's stream failed");
-                if let Some(e) = e.redis() {
-                    self.rest_if_unreachable(sale, e);
-                }
+            if let Err(e) = self.trim_sale(&sale).await {
+                self.sale_failed(&sale, "trimming its stream", &e);
             }
+        }
+    }
+
+    async fn trim_sale(&mut self, sale: &str) -> Result<()> {
+        if let Some(floor) = committed_floor(&mut self.conn, sale).await? {
+            self.engine.trim_stream(sale, &floor).await?;
         }
         Ok(())
     }

@@ -204,13 +204,13 @@ impl Conn {
             Inner::Server(c) => cmd.query_async(c).await,
             Inner::Cluster(c) => {
                 // A random node each time: one that is down costs a retry.
-                let random = || RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
-                let mut answer = c.route_command(cmd.clone(), random()).await;
-                for _ in 0..2 {
+                let random = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
+                let mut answer = c.route_command(cmd.clone(), random.clone()).await;
+                for _ in 1..3 {
                     if answer.is_ok() {
                         break;
                     }
-                    answer = c.route_command(cmd.clone(), random()).await;
+                    answer = c.route_command(cmd.clone(), random.clone()).await;
                 }
                 answer.map(drop)
             }

@@ -33,8 +33,7 @@ impl Master {
         redis::Client::open(self.info.clone())
     }
 
-    /// Whether it serves `slot`.
-    pub fn serves(&self, slot: u16) -> bool {
+    fn serves(&self, slot: u16) -> bool {
         self.slots.iter().any(|&(a, b)| (a..=b).contains(&slot))
     }
 }
@@ -63,24 +62,34 @@ impl Target {
         Err(last.expect("a cluster target has at least one seed"))
     }
 
-    /// The slot of `key` (its hash tag's), as the server computes it; 0 on
-    /// one server, where slots do not matter.
-    pub async fn slot_of(&self, key: &str) -> RedisResult<u16> {
-        if !self.is_cluster() {
-            return Ok(0);
-        }
-        redis::cmd("CLUSTER")
-            .arg("KEYSLOT")
-            .arg(key)
-            .query_async(&mut self.connect_lazy()?)
-            .await
+    /// The master that serves `key` now (the one server, or on a cluster
+    /// the master of the key's slot), for a tool that must talk to it
+    /// directly, as `redis-benchmark` does.
+    pub async fn master_of(&self, key: &str) -> RedisResult<Master> {
+        let masters = self.masters().await?;
+        let slot: u16 = match self {
+            Self::Server(_) => 0,
+            Self::Cluster(_) => {
+                redis::cmd("CLUSTER")
+                    .arg("KEYSLOT")
+                    .arg(key)
+                    .query_async(&mut self.connect_lazy()?)
+                    .await?
+            }
+        };
+        masters.into_iter().find(|m| m.serves(slot)).ok_or_else(|| {
+            redis::RedisError::from((
+                redis::ErrorKind::Server(redis::ServerErrorKind::ClusterDown),
+                "no master serves the key's slot",
+            ))
+        })
     }
 }
 
 /// `CLUSTER SHARDS` of `seed`: each shard's slots and its master.
 async fn shards(seed: &str) -> RedisResult<Vec<Master>> {
-    let seed_info = client(seed)?.get_connection_info().clone();
-    let mut conn = client(seed)?.get_multiplexed_async_connection().await?;
+    let seed = client(seed)?;
+    let mut conn = seed.get_multiplexed_async_connection().await?;
     let shards: Vec<Value> = redis::cmd("CLUSTER")
         .arg("SHARDS")
         .query_async(&mut conn)
@@ -101,7 +110,8 @@ async fn shards(seed: &str) -> RedisResult<Vec<Master>> {
             continue;
         };
         masters.push(Master {
-            info: seed_info
+            info: seed
+                .get_connection_info()
                 .clone()
                 .set_addr(ConnectionAddr::Tcp(host, port))
                 .into_connection_info()?,

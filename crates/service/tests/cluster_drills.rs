@@ -177,6 +177,40 @@ fn acknowledged_after(seen: &Bought, after: Instant) -> usize {
         .count()
 }
 
+/// What buyers saw while a cluster operation ran 1 s into their sale.
+struct MidSale {
+    seen: Bought,
+    /// How long the operation took.
+    took: Duration,
+    /// Purchases acknowledged after it.
+    resumed: usize,
+    outcome: Outcome,
+}
+
+/// Buyers on `sale`; after 1 s the blocking cluster operation `op`; 1 s
+/// more of buying; then everything compared with SQL and the audit.
+async fn mid_sale(
+    drill: &mut Drill,
+    sale: &str,
+    op: impl FnOnce(&mut RedisCluster) -> std::io::Result<()> + Send + 'static,
+) -> MidSale {
+    let buyers = Buyers::start(&drill.http, sale);
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    let asked = Instant::now();
+    drill.operate(op).await.unwrap();
+    let took = asked.elapsed();
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    let seen = buyers.finish().await;
+    let resumed = acknowledged_after(&seen, asked + took);
+    let outcome = drill.settle(sale, &seen).await;
+    MidSale {
+        seen,
+        took,
+        resumed,
+        outcome,
+    }
+}
+
 /// Drill 11: the master that owns the sale's slot is SIGKILLed mid-sale
 /// and its replica takes over. Run with the default durability and with
 /// `--durability replica`.
@@ -254,15 +288,12 @@ async fn drill_12_manual_failover_mid_sale_loses_nothing() {
     let mut drill = start(Durability::Primary).await;
     let (sale, master) = drill.sales().await.remove(0);
     let replica = drill.cluster().replicas_of(master).unwrap()[0];
-    let buyers = Buyers::start(&drill.http, &sale);
-    tokio::time::sleep(Duration::from_millis(1_000)).await;
-    let asked = Instant::now();
-    drill.operate(move |c| c.failover(replica)).await.unwrap();
-    let took = asked.elapsed();
-    tokio::time::sleep(Duration::from_millis(1_000)).await;
-    let mut seen = buyers.finish().await;
-    let resumed = acknowledged_after(&seen, asked + took);
-    let outcome = drill.settle(&sale, &seen).await;
+    let MidSale {
+        mut seen,
+        took,
+        resumed,
+        outcome,
+    } = mid_sale(&mut drill, &sale, move |c| c.failover(replica)).await;
     let slowest = seen.latency(1.0);
     figures(
         "12",
@@ -294,15 +325,12 @@ async fn drill_13_the_sales_slot_moves_mid_sale() {
     let (sale, from) = sales[0].clone();
     let to = sales[1].1;
     let slot = drill.slot_of(&sale);
-    let buyers = Buyers::start(&drill.http, &sale);
-    tokio::time::sleep(Duration::from_millis(1_000)).await;
-    let asked = Instant::now();
-    drill.operate(move |c| c.move_slot(slot, to)).await.unwrap();
-    let took = asked.elapsed();
-    tokio::time::sleep(Duration::from_millis(1_000)).await;
-    let mut seen = buyers.finish().await;
-    let resumed = acknowledged_after(&seen, asked + took);
-    let outcome = drill.settle(&sale, &seen).await;
+    let MidSale {
+        mut seen,
+        took,
+        resumed,
+        outcome,
+    } = mid_sale(&mut drill, &sale, move |c| c.move_slot(slot, to)).await;
     figures(
         "13",
         json!({

@@ -64,7 +64,7 @@ impl RedisCluster {
                 settle_or_fail(deadline, "replicas to attach")?;
             };
             for replica in attached {
-                while !cli(replica, &["info", "replication"])?.contains("master_link_status:up") {
+                while !synced_replica(replica) {
                     settle_or_fail(deadline, "replicas to sync")?;
                 }
             }
@@ -211,9 +211,7 @@ impl RedisCluster {
         self.node(port).restart()?;
         let deadline = Instant::now() + SETTLE_TIMEOUT;
         loop {
-            let synced = cli(port, &["info", "replication"])
-                .is_ok_and(|i| i.contains("role:slave") && i.contains("master_link_status:up"));
-            if synced {
+            if synced_replica(port) {
                 return self.wait_ok();
             }
             settle_or_fail(deadline, "the node to rejoin as a synced replica")?;
@@ -365,6 +363,12 @@ fn cli(port: u16, args: &[&str]) -> io::Result<String> {
         )));
     }
     Ok(text)
+}
+
+/// Whether node `port` is a replica whose link to its master is up.
+fn synced_replica(port: u16) -> bool {
+    cli(port, &["info", "replication"])
+        .is_ok_and(|i| i.contains("role:slave") && i.contains("master_link_status:up"))
 }
 
 /// Whether a replica of `master` acknowledges a write made now.

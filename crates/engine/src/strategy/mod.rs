@@ -229,9 +229,9 @@ impl Purchaser {
         durability: Durability,
     ) -> Result<Self> {
         let sale = ctx.sale.id.clone();
-        let one_server = move || Error::Unsupported {
+        let one_server = || Error::Unsupported {
             strategy: strategy.name(),
-            sale,
+            sale: sale.clone(),
             reason: "runs on one Redis server, not on a cluster",
         };
         if ctx.sale.inventory != strategy.inventory() {
@@ -264,7 +264,6 @@ impl Purchaser {
         };
         let per_user_limit = ctx.sale.per_user_limit;
         let may_resend = ctx.conn.may_resend();
-        let sale_id = ctx.sale.id.clone();
         let imp = match strategy {
             Strategy::Lock => {
                 let locks = locks.ok_or_else(one_server)?;
@@ -282,7 +281,7 @@ impl Purchaser {
         Ok(Self {
             shared: Arc::new(Shared {
                 strategy,
-                sale: sale_id,
+                sale,
                 per_user_limit,
                 may_resend,
                 replica,
