@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
 use seckill_engine::bench::{Verdict, race, verify};
-use seckill_engine::{CoalescerConfig, Engine, PurchaseRequest, SaleSpec, Strategy};
+use seckill_engine::{CoalescerConfig, Engine, Inventory, PurchaseRequest, SaleSpec, Strategy};
 use serde::Serialize;
 
 use seckill_orders::{Persister, PersisterConfig, Store, wait_drained};
@@ -46,6 +46,14 @@ pub struct Args {
     /// `coalesced`: batches in flight at once [default: the engine's].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
     batch_in_flight: Option<u32>,
+    /// Split each sale's stock over this many shards, each on its own
+    /// master where the cluster has enough (`atomic` and `coalesced` only).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=seckill_engine::MAX_SHARDS as i64))]
+    shards: u32,
+    /// With `--shards`: after the first fifth of the requests, only the
+    /// buyers of a quarter of the shards keep coming (skewed demand).
+    #[arg(long, requires = "shards")]
+    skew: bool,
     /// Run the order persister into this database (SQLite path,
     /// `postgres://` or `mysql://` URL) during the race, and report how long its backlog
     /// takes to drain once the buyers stop.
@@ -87,6 +95,10 @@ struct Row {
     undersold: u64,
     limit_violations: u64,
     errors: u64,
+    /// Buyers of a sharded sale answered 503 `stock_moving` after waiting
+    /// their bound for units (nothing bought).
+    #[serde(skip_serializing_if = "is_zero")]
+    stock_moving: u64,
     seconds: f64,
     purchases_per_s: f64,
     attempts_per_s: f64,
@@ -101,6 +113,9 @@ struct Row {
     /// On a cluster: `redis_us_per_purchase` split by master.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     redis_us_per_purchase_by_master: Vec<MasterShare>,
+    /// A sharded sale: each shard, and the transfers between them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sharded: Option<ShardedRun>,
     /// With `--persist-to`: what persisting the orders cost.
     #[serde(flatten)]
     persisted: Option<Persisted>,
@@ -142,6 +157,26 @@ fn persister_commands() -> Vec<&'static str> {
 /// sqlx's SQLite connection workers (`sqlx-sqlite-worker-N`, truncated).
 const PERSISTER_THREADS: &[&str] = &["seckill-persist", "sqlx-sqlite-wor"];
 
+/// What the shards of a sharded run did.
+#[derive(Serialize)]
+struct ShardedRun {
+    /// Transfers from the pool.
+    refills: u64,
+    /// Transfers from one shard to another.
+    give_backs: u64,
+    /// What did not add up across pool, transfers and shards (none).
+    problems: Vec<String>,
+    shards: Vec<ShardRow>,
+}
+
+#[derive(Serialize)]
+struct ShardRow {
+    id: String,
+    /// The master serving it.
+    master: String,
+    sold: u64,
+}
+
 /// One master's share of a run's Redis time, per purchase.
 #[derive(Serialize)]
 struct MasterShare {
@@ -164,6 +199,24 @@ struct Baseline {
 }
 
 pub async fn run(args: Args) -> Result<ExitCode> {
+    // Refused or skipped before any Redis starts.
+    let mut strategies = Vec::new();
+    for &strategy in &args.strategy.0 {
+        let skip = if args.shards > 1 && strategy.inventory() != Inventory::Hash {
+            Some("cannot sell a sharded sale; --shards needs atomic or coalesced")
+        } else if args.redis.is_cluster() && !strategy.runs_on_a_cluster() {
+            Some("runs on one Redis server, not on a cluster")
+        } else {
+            None
+        };
+        match skip {
+            None => strategies.push(strategy),
+            Some(why) if args.strategy.0.len() > 1 => {
+                eprintln!("{}: skipped, it {why}", strategy.name());
+            }
+            Some(why) => anyhow::bail!("strategy {} {why}", strategy.name()),
+        }
+    }
     let target = args.redis.target()?;
     let engine = Engine::connect_target(&target.redis)
         .await
@@ -179,19 +232,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         None => None,
     };
     let mut rows = Vec::new();
-    for &strategy in &args.strategy.0 {
-        if target.redis.is_cluster() && !strategy.runs_on_a_cluster() {
-            anyhow::ensure!(
-                args.strategy.0.len() > 1,
-                "strategy {} runs on one Redis server, not on a cluster",
-                strategy.name()
-            );
-            eprintln!(
-                "{}: skipped, it runs on one Redis server only",
-                strategy.name()
-            );
-            continue;
-        }
+    for strategy in strategies {
         let row = bench(
             &engine,
             &target.redis,
@@ -235,16 +276,21 @@ async fn bench(
     persist: Option<&Store>,
 ) -> Result<Row> {
     let id = format!("bench-{run_id}-{}", strategy.name());
-    let mut spec = SaleSpec::new(&id, args.stock).inventory(strategy.inventory());
+    let mut spec = SaleSpec::new(&id, args.stock)
+        .inventory(strategy.inventory())
+        .shards(args.shards);
     spec.per_user_limit = args.per_user_limit;
-    let generation = engine.create_sale(&spec).await?.generation;
+    let sale = engine.create_sale(&spec).await?;
+    let generation = sale.generation;
+    // Where orders are kept: the sale, or each of its shards.
+    let parts = engine.parts(&id).await?;
     let purchaser = engine.purchaser(strategy, &id).await?;
     let persister = match persist {
         Some(store) => Some(start_persister(store, redis).await?),
         None => None,
     };
     let bar = progress(args.buyers, strategy.name());
-    let requests = buyers(args.buyers);
+    let requests = buyers(args.buyers, args.shards, args.skew);
     let ticker = bar.clone();
     let persister_cpu = threads_cpu_us(PERSISTER_THREADS);
     let mut meter = Meter::start(redis).await?;
@@ -259,12 +305,16 @@ async fn bench(
     bar.finish_and_clear();
     let mut persisted = None;
     if let (Some(store), Some((stop, task))) = (persist, persister) {
-        let drain = wait_drained(
-            &mut engine.connection(),
-            &id,
-            std::time::Duration::from_secs(60),
-        )
-        .await?;
+        let started = std::time::Instant::now();
+        for part in &parts {
+            wait_drained(
+                &mut engine.connection(),
+                part,
+                std::time::Duration::from_secs(60),
+            )
+            .await?;
+        }
+        let drain = started.elapsed();
         let redis_us = meter.read_only(&persister_commands()).await?.command_us;
         let cpu_us = persister_cpu
             .zip(threads_cpu_us(PERSISTER_THREADS))
@@ -273,7 +323,10 @@ async fn bench(
         tokio::task::spawn_blocking(move || task.join())
             .await?
             .map_err(|_| anyhow::anyhow!("the persister thread panicked"))?;
-        let orders = store.orders(&id, generation as i64).await?.len() as u64;
+        let mut orders = 0;
+        for part in &parts {
+            orders += store.orders(part, generation as i64).await?.len() as u64;
+        }
         let per_order = |us: f64| (orders > 0).then(|| us / orders as f64);
         persisted = Some(Persisted {
             drain_ms: drain.as_secs_f64() * 1000.0,
@@ -283,6 +336,10 @@ async fn bench(
         });
     }
     let verdict = verify(engine, &id, &outcome.demand).await?;
+    let sharded = match sale.sharding {
+        Some(_) => Some(sharded_run(engine, redis, &id).await?),
+        None => None,
+    };
     engine.delete_sale(&id).await?;
 
     let mut latency = Latency::default();
@@ -291,6 +348,7 @@ async fn bench(
     }
     let seconds = outcome.elapsed.as_secs_f64();
     let errors = outcome.outcomes.get("error").copied().unwrap_or(0);
+    let stock_moving = outcome.outcomes.get("stock_moving").copied().unwrap_or(0);
     let answered = outcome.latencies_us.len() as u64 - errors;
     let (redis_us, redis_cpu_us) = cost.per(answered).unzip();
     let by_master = if cost.by_master.len() > 1 && answered > 0 {
@@ -314,6 +372,7 @@ async fn bench(
         undersold: verdict.undersold,
         limit_violations: verdict.limit_violations,
         errors,
+        stock_moving,
         seconds,
         purchases_per_s: args.buyers as f64 / seconds,
         attempts_per_s: purchaser.attempts() as f64 / seconds,
@@ -324,12 +383,46 @@ async fn bench(
         redis_us_per_purchase_by_master: by_master,
         ok: verdict.ok
             && errors == 0
+            && sharded.as_ref().is_none_or(|s| s.problems.is_empty())
             && persisted
                 .as_ref()
                 .is_none_or(|p| p.orders == outcome.demand.acknowledged.len() as u64),
         persisted,
+        sharded,
         verdict,
     })
+}
+
+/// The shards of sharded sale `id` after its race: what each sold, on
+/// which master, and the transfers that stocked them.
+async fn sharded_run(
+    engine: &Engine,
+    redis: &seckill_redis::Target,
+    id: &str,
+) -> Result<ShardedRun> {
+    let check = engine.sharding_check(id).await?;
+    let masters = redis.masters().await?;
+    let mut shards = Vec::new();
+    for shard in &check.sharding.shards {
+        let slot = seckill_redis::key_slot(&Engine::stream_key(&shard.id)?);
+        let master = masters.iter().find(|m| m.serves(slot));
+        shards.push(ShardRow {
+            id: shard.id.clone(),
+            master: master.map_or_else(|| "none".to_owned(), |m| m.addr()),
+            sold: shard.sold,
+        });
+    }
+    let give_backs = check.transfers.iter().filter(|t| t.from.is_some()).count() as u64;
+    Ok(ShardedRun {
+        refills: check.transfers.len() as u64 - give_backs,
+        give_backs,
+        problems: check.problems,
+        shards,
+    })
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 fn coalescer(args: &Args) -> CoalescerConfig {
@@ -382,11 +475,20 @@ async fn start_persister(store: &Store, redis: &seckill_redis::Target) -> Result
 
 /// `count` one-unit requests from `count × 0.7` users, so about 30 % of the
 /// requests come from a user who asks again; each has its own request id.
-fn buyers(count: u64) -> Vec<PurchaseRequest> {
+/// Skewed (a sale of `shards`): after the first fifth, only users whose
+/// home is one of the first quarter of the shards.
+fn buyers(count: u64, shards: u32, skew: bool) -> Vec<PurchaseRequest> {
     let users = (count * 7 / 10).max(1);
+    let keen = (shards as usize / 4).max(1);
     (0..count)
         .map(|i| {
-            let user = format!("u{}", rand::random_range(0..users));
+            let user = loop {
+                let user = format!("u{}", rand::random_range(0..users));
+                let late = skew && i >= count / 5;
+                if !late || seckill_engine::home_shard(&user, shards as usize) < keen {
+                    break user;
+                }
+            };
             PurchaseRequest::new(&user).request_id(&format!("r{i}"))
         })
         .collect()
@@ -615,6 +717,26 @@ fn print_table(rows: &[Row], baselines: &[Baseline]) {
                 "{:<10} redis µs per purchase by master: {}",
                 r.strategy,
                 shares.join(", ")
+            );
+        }
+        if let Some(sharded) = &r.sharded {
+            let shards: Vec<String> = sharded
+                .shards
+                .iter()
+                .map(|s| format!("{} on {} sold {}", s.id, s.master, s.sold))
+                .collect();
+            println!(
+                "{:<10} {} refills, {} give-backs, {} buyers answered stock_moving; {}{}",
+                r.strategy,
+                sharded.refills,
+                sharded.give_backs,
+                r.stock_moving,
+                shards.join(", "),
+                if sharded.problems.is_empty() {
+                    String::new()
+                } else {
+                    format!("; BOOKS DO NOT ADD UP: {}", sharded.problems.join("; "))
+                }
             );
         }
     }

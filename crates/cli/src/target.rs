@@ -22,6 +22,11 @@ pub struct RedisArgs {
 }
 
 impl RedisArgs {
+    /// Whether the run is on a cluster, known before anything starts.
+    pub fn is_cluster(&self) -> bool {
+        self.cluster || self.redis_cluster.is_some()
+    }
+
     /// The Redis named, or a private server (or cluster) started now.
     pub fn target(&self) -> Result<Target> {
         if self.cluster {

@@ -20,15 +20,8 @@ fn every_strategy_reports_a_clean_verified_run_as_json() {
         "1",
         "--json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    common::assert_success(&out);
+    let rows = common::json_lines(&out);
     let names: Vec<&str> = rows
         .iter()
         .map(|r| {
@@ -81,10 +74,7 @@ fn compare(redis: &[&str]) -> (serde_json::Value, Vec<serde_json::Value>) {
     args.extend(redis);
     let out = seckill(&args);
     common::assert_success(&out);
-    let mut lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let mut lines = common::json_lines(&out);
     let row = lines.remove(0);
     assert_eq!(row["strategy"], "atomic", "{row}");
     assert_eq!(row["ok"], true, "{row}");
@@ -165,10 +155,7 @@ fn every_strategy_but_watch_runs_on_a_cluster() {
         "--json",
     ]);
     common::assert_success(&out);
-    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let rows = common::json_lines(&out);
     let names: Vec<&str> = rows
         .iter()
         .map(|r| r["strategy"].as_str().unwrap())
@@ -252,5 +239,69 @@ fn persist_to_reports_every_order_in_sql_and_its_cost() {
     common::assert_positive(
         &row,
         &["persist_cpu_us_per_order", "persist_redis_us_per_order"],
+    );
+}
+
+/// A sharded sale on a private 3-master cluster, demand skewed to a
+/// quarter of the shards: every unit sold, none stranded, the books
+/// balanced; the shards reported with their masters, units given back
+/// from the shards whose buyers left, and the Redis time split by master.
+/// A baseline strategy cannot sell a sharded sale and is refused.
+#[test]
+fn a_sharded_sale_with_skewed_demand_sells_out_on_a_cluster() {
+    let out = seckill(&[
+        "bench",
+        "--cluster",
+        "--strategy",
+        "atomic",
+        "--shards",
+        "6",
+        "--skew",
+        "--stock",
+        "2000",
+        "--buyers",
+        "8000",
+        "--per-user-limit",
+        "1",
+        "--json",
+    ]);
+    common::assert_success(&out);
+    let row = common::json_lines(&out).remove(0);
+    assert_eq!(row["ok"], true, "{row}");
+    assert_eq!(
+        (row["sold"].as_u64(), row["oversold"].as_u64()),
+        (Some(2000), Some(0)),
+        "{row}"
+    );
+    let sharded = &row["sharded"];
+    let shards = sharded["shards"].as_array().unwrap();
+    assert_eq!(shards.len(), 6, "{row}");
+    let masters: std::collections::HashSet<&str> = shards
+        .iter()
+        .map(|s| s["master"].as_str().unwrap())
+        .collect();
+    assert_eq!(masters.len(), 3, "{row}");
+    let sold: u64 = shards.iter().map(|s| s["sold"].as_u64().unwrap()).sum();
+    assert_eq!(sold, 2000, "{row}");
+    assert!(sharded["give_backs"].as_u64().unwrap() > 0, "{row}");
+    assert_eq!(
+        sharded["problems"].as_array().map(Vec::len),
+        Some(0),
+        "{row}"
+    );
+    assert_eq!(
+        row["redis_us_per_purchase_by_master"]
+            .as_array()
+            .map(Vec::len),
+        Some(3),
+        "{row}"
+    );
+
+    let out = seckill(&["bench", "--strategy", "lua", "--shards", "2"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot sell a sharded sale"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }

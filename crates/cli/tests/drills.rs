@@ -203,3 +203,122 @@ async fn serve_killed_mid_load_and_restarted_leaves_a_clean_audit() {
         assert!(in_sql.contains(order), "acknowledged {order} not in SQL");
     }
 }
+
+/// Drill 16: the refiller of a sharded sale SIGKILLed mid-transfer. Two
+/// `seckill serve` processes share one Redis; only the first sells at
+/// first, so its refiller is the one acting. It is frozen (SIGSTOP) until a
+/// transfer is seen open, then SIGKILLed; the second, once the dead
+/// holder's lease lapses, finishes that transfer and sells the rest.
+/// Nothing lost or made: the books balance, every unit sells, every
+/// acknowledged order is in SQL, the audit is clean.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drill_16_the_refiller_killed_mid_transfer_is_replaced_without_loss() {
+    const STOCK: u64 = 8_000;
+    let redis = RedisServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("o.db");
+    let (mut first, base) = start_serve(&redis.url(), &db);
+    let (mut second, second_base) = start_serve(&redis.url(), &db);
+    let admin = Http::new(&base, Some("t".into()));
+    let sale = json!({ "id": "s", "name": "x", "stock": STOCK, "per_user_limit": 2, "shards": 4 });
+    let (status, body) = admin.post("/v1/sales", &sale).await.unwrap();
+    assert_eq!(status.as_u16(), 201, "{body}");
+    let load = {
+        let base = base.clone();
+        tokio::spawn(async move { buy_for(&base, "a", Duration::from_secs(30)).await })
+    };
+    // Frozen, the first process sends nothing: what the sale's hash shows
+    // is where its refiller stopped.
+    let mut conn = redis::Client::open(redis.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (open, fence_at_kill) = loop {
+        assert!(Instant::now() < deadline, "no transfer was ever seen open");
+        tokio::time::sleep(Duration::from_millis(3)).await;
+        // SAFETY: signals to our own child process.
+        unsafe { libc::kill(first.id() as i32, libc::SIGSTOP) };
+        let (open, fence): (Option<String>, Option<u64>) = redis::cmd("HMGET")
+            .arg("seckill:{sale:s}:sale")
+            .arg("xopen")
+            .arg("fence")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        match open.filter(|o| !o.is_empty()) {
+            Some(open) => break (open, fence.unwrap()),
+            None => unsafe { libc::kill(first.id() as i32, libc::SIGCONT) },
+        };
+    };
+    let killed = Instant::now();
+    kill(&mut first, libc::SIGKILL);
+    let mut acknowledged = load.await.unwrap();
+    let number: u64 = open.split('|').next().unwrap().parse().unwrap();
+
+    // The second process sells the rest.
+    let engine = Engine::connect(&redis.url()).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(40);
+    for round in 0.. {
+        if engine.sale("s").await.unwrap().remaining == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the rest never sold");
+        let tag = format!("b{round}-");
+        acknowledged.extend(buy_for(&second_base, &tag, Duration::from_secs(1)).await);
+    }
+    let sold_out_after = killed.elapsed();
+    for part in engine.parts("s").await.unwrap() {
+        drained(&engine, &part).await;
+    }
+    kill(&mut second, libc::SIGTERM);
+
+    let check = engine.sharding_check("s").await.unwrap();
+    assert!(check.problems.is_empty(), "{:?}", check.problems);
+    let numbers: Vec<u64> = check.transfers.iter().map(|t| t.number).collect();
+    let expected: Vec<u64> = (1..=numbers.len() as u64).collect();
+    assert_eq!(numbers, expected, "each transfer recorded once, in order");
+    let finished = check.transfers.iter().find(|t| t.number == number);
+    let finished = finished.unwrap_or_else(|| panic!("transfer {open} never ended"));
+    assert!(
+        finished.fence > fence_at_kill,
+        "transfer {open} was ended by fence {}, not by a later refiller",
+        finished.fence
+    );
+    let state = engine.sale("s").await.unwrap();
+    assert_eq!((state.sold, state.stock), (STOCK, STOCK));
+    // Purchases in flight at the kill may have sold unacknowledged.
+    let unique: HashSet<&String> = acknowledged.iter().collect();
+    assert_eq!(
+        unique.len(),
+        acknowledged.len(),
+        "an order acknowledged twice"
+    );
+    assert!(acknowledged.len() as u64 <= STOCK);
+    audit_clean(&redis.url(), &db, "s");
+    let store = Store::open(db.to_str().unwrap()).await.unwrap();
+    let mut in_sql = HashSet::new();
+    for part in engine.parts("s").await.unwrap() {
+        let generation = engine.sale(&part).await.unwrap().generation as i64;
+        let orders = store.orders(&part, generation).await.unwrap();
+        in_sql.extend(orders.into_iter().map(|o| o.order_id));
+    }
+    for order in &acknowledged {
+        assert!(in_sql.contains(order), "acknowledged {order} not in SQL");
+    }
+    println!(
+        "drill-figures {}",
+        json!({ "drill": "16", "figures": {
+            "open_at_kill": open,
+            "fence_at_kill": fence_at_kill,
+            "finished_by_fence": finished.fence,
+            "transfers": numbers.len(),
+            "sold": state.sold,
+            "stock": STOCK,
+            "sold_out_after_kill_ms": sold_out_after.as_millis() as u64,
+            "acknowledged_in_sql": acknowledged.len(),
+            "problems": check.problems.len(),
+        }})
+    );
+}

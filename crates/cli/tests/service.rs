@@ -13,18 +13,31 @@ fn seckill() -> Command {
     Command::new(env!("CARGO_BIN_EXE_seckill"))
 }
 
+/// Runs `seckill demo` with `args`: it must exit 0, and its summary must
+/// show nothing oversold, a count of units resold and a clean audit.
+/// Answers stdout.
+fn demo(args: &[&str]) -> String {
+    let out = common::run(&[&["demo"], args].concat());
+    common::assert_success(&out);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let figure = |label: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(label))
+            .and_then(|l| l.split_whitespace().last())
+            .unwrap_or_else(|| panic!("no {label} line:\n{stdout}"))
+            .to_owned()
+    };
+    assert_eq!(figure("oversold"), "0", "{stdout}");
+    assert_eq!(figure("audit"), "clean", "{stdout}");
+    let resold = figure("resold in later waves");
+    assert!(resold.parse::<u64>().is_ok(), "{stdout}");
+    stdout
+}
+
 #[test]
 fn demo_runs_a_whole_sale_and_exits_0_with_a_clean_audit() {
-    let out = seckill()
-        .args(["demo", "--buyers", "3000", "--concurrency", "100"])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = demo(&["--buyers", "3000", "--concurrency", "100"]);
     for line in ["audit", "clean", "oversold", "resold in later waves"] {
         assert!(stdout.contains(line), "{line} missing:\n{stdout}");
     }
@@ -34,23 +47,7 @@ fn demo_runs_a_whole_sale_and_exits_0_with_a_clean_audit() {
 /// 3-replica Redis Cluster, audit clean, exit 0.
 #[test]
 fn demo_runs_on_a_private_cluster() {
-    let out = seckill()
-        .args([
-            "demo",
-            "--cluster",
-            "--buyers",
-            "3000",
-            "--concurrency",
-            "100",
-        ])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = demo(&["--cluster", "--buyers", "3000", "--concurrency", "100"]);
     assert!(stdout.contains("redis the cluster at"), "{stdout}");
     for line in ["audit", "clean", "resold in later waves"] {
         assert!(stdout.contains(line), "{line} missing:\n{stdout}");

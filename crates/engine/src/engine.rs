@@ -3,12 +3,16 @@
 //! after purchase), `inspect` (reading a sale back), `restore` (rebuilding
 //! from SQL), `bench` (benchmark commands).
 
+use futures_util::future::try_join_all;
 use seckill_redis::{Conn, Target};
 
 use crate::durability::Durability;
 use crate::error::Result;
 use crate::keys::SaleKeys;
-use crate::strategy::{CoalescerConfig, Ctx, Purchaser, Strategy};
+use crate::sale::Sale;
+use crate::shard::purchaser::Sharded;
+use crate::shard::{Layout, refiller};
+use crate::strategy::{CoalescerConfig, Ctx, One, Purchaser, Strategy};
 
 /// The sale engine. Cheap to clone.
 ///
@@ -126,30 +130,86 @@ impl Engine {
 
     /// A purchaser of sale `id` with `strategy`. Reads the sale once: the
     /// baselines check its window against this snapshot.
+    ///
+    /// For a sharded sale (`atomic` or `coalesced` only): one purchaser per
+    /// shard behind one, and this process's refiller candidate for the
+    /// sale, which runs as long as the purchaser lives.
     pub async fn purchaser(&self, strategy: Strategy, id: &str) -> Result<Purchaser> {
         let sale = self.sale(id).await?;
+        if sale.sharding.is_some() {
+            return self.sharded_purchaser(strategy, &sale).await;
+        }
         let ctx = Ctx {
             conn: self.conn.clone(),
             keys: SaleKeys::new(id)?,
             sale,
         };
         let locks = match strategy {
-            Strategy::Lock => Some(
-                self.locks
-                    .get_or_try_init(|| seckill_lock::Locks::new(&self.target))
-                    .await?
-                    .clone(),
-            ),
+            Strategy::Lock => Some(self.locks().await?),
             _ => None,
         };
-        Purchaser::new(
+        let per_user_limit = ctx.sale.per_user_limit;
+        let one = One::new(
             strategy,
             ctx,
             locks,
             self.client.as_ref(),
             self.coalescer,
             self.durability,
-        )
+        )?;
+        Ok(Purchaser::one(one, per_user_limit))
+    }
+
+    async fn sharded_purchaser(&self, strategy: Strategy, sale: &Sale) -> Result<Purchaser> {
+        if !matches!(strategy, Strategy::Atomic | Strategy::Coalesced) {
+            return Err(crate::Error::Unsupported {
+                strategy: strategy.name(),
+                sale: sale.id.clone(),
+                reason: "a sharded sale sells through `atomic` or `coalesced`",
+            });
+        }
+        let layout = Layout::of(sale)?;
+        let reads = layout.shards.iter().map(|keys| self.sale(&keys.id));
+        let mut shards = Vec::with_capacity(layout.shards.len());
+        for (keys, shard) in layout.shards.iter().zip(try_join_all(reads).await?) {
+            let ctx = Ctx {
+                conn: self.conn.clone(),
+                keys: keys.clone(),
+                sale: shard,
+            };
+            shards.push(One::new(
+                strategy,
+                ctx,
+                None,
+                None,
+                self.coalescer,
+                self.durability,
+            )?);
+        }
+        let signals = std::sync::Arc::new(refiller::Signals::default());
+        let refiller = tokio::spawn(refiller::run(
+            self.conn.clone(),
+            self.locks().await?,
+            layout.clone(),
+            signals.clone(),
+        ));
+        let sharded = Sharded::new(
+            self.conn.clone(),
+            layout,
+            shards,
+            signals,
+            refiller.abort_handle(),
+        );
+        Ok(Purchaser::sharded(strategy, sale.per_user_limit, sharded))
+    }
+
+    /// The engine's locks, made on first use: they need a subscription.
+    pub(crate) async fn locks(&self) -> Result<seckill_lock::Locks> {
+        Ok(self
+            .locks
+            .get_or_try_init(|| seckill_lock::Locks::new(&self.target))
+            .await?
+            .clone())
     }
 
     pub(crate) async fn load(&self, script: &redis::Script) -> Result<String> {

@@ -81,6 +81,13 @@ pub enum Error {
     #[error("purchase on sale `{0}` not confirmed by a replica in time")]
     NotReplicated(String),
 
+    /// A sharded sale's buyer found its shard empty and waited its bound
+    /// for a refill, while units were still in the pool, on other shards
+    /// or moving between them (so "sold out" would not be true). Nothing
+    /// was bought; retry shortly.
+    #[error("units of sale `{0}` are moving between its shards; retry shortly")]
+    StockMoving(String),
+
     /// The engine is shutting down.
     #[error("engine closed")]
     Closed,

@@ -17,7 +17,7 @@ use std::fmt;
 use redis::Value;
 
 use crate::error::{Error, Result};
-use crate::keys::check_id;
+use crate::keys::check_sale_key;
 use crate::lifecycle::OrderState;
 
 /// Longest order id this system makes, in bytes.
@@ -128,7 +128,7 @@ impl std::str::FromStr for OrderId {
         let ms = number()?;
         let generation = number()?;
         let sale = parts.next().ok_or_else(invalid)?;
-        check_id("order_id", sale).map_err(|_| invalid())?;
+        check_sale_key("order_id", sale).map_err(|_| invalid())?;
         Ok(Self {
             sale: sale.to_owned(),
             generation,

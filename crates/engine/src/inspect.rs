@@ -13,11 +13,20 @@ use crate::keys::SaleKeys;
 use crate::records::{self, LedgerEntry};
 
 impl Engine {
-    /// Every order recorded for a sale (stream and per-day records).
+    /// Every order recorded for a sale (stream and per-day records; a
+    /// sharded sale's, in its shards).
     pub async fn ledger(&self, id: &str) -> Result<Vec<LedgerEntry>> {
+        let mut entries = Vec::new();
+        for part in self.parts(id).await? {
+            entries.extend(self.ledger_of(&part).await?);
+        }
+        Ok(entries)
+    }
+
+    async fn ledger_of(&self, id: &str) -> Result<Vec<LedgerEntry>> {
         let keys = SaleKeys::new(id)?;
         let mut entries: Vec<LedgerEntry> = self
-            .orders(id)
+            .orders_of(id)
             .await?
             .into_iter()
             .filter(|o| o.state.is_live())
@@ -33,28 +42,40 @@ impl Engine {
 
     /// Units each user holds, as the engine counts them for its per-user
     /// limit: kept by the production path for sales with a limit, and by
-    /// the baselines.
+    /// the baselines (a sharded sale's, over its shards).
     pub async fn buyers(&self, id: &str) -> Result<HashMap<String, u64>> {
-        let keys = SaleKeys::new(id)?;
-        let mut conn = self.conn.clone();
-        let mut buyers: HashMap<String, u64> = conn.hgetall(&keys.users).await?;
-        let mut held: redis::AsyncIter<(String, u64)> = conn.hscan_match(&keys.sale, "u:*").await?;
-        while let Some(item) = held.next_item().await {
-            let (field, units) = item?;
-            if let Some(user) = field.strip_prefix("u:") {
-                *buyers.entry(user.to_owned()).or_default() += units;
+        let mut buyers = HashMap::new();
+        for part in self.parts(id).await? {
+            let keys = SaleKeys::new(&part)?;
+            let mut conn = self.conn.clone();
+            let counted: HashMap<String, u64> = conn.hgetall(&keys.users).await?;
+            for (user, units) in counted {
+                *buyers.entry(user).or_default() += units;
+            }
+            let mut held: redis::AsyncIter<(String, u64)> =
+                conn.hscan_match(&keys.sale, "u:*").await?;
+            while let Some(item) = held.next_item().await {
+                let (field, units) = item?;
+                if let Some(user) = field.strip_prefix("u:") {
+                    *buyers.entry(user.to_owned()).or_default() += units;
+                }
             }
         }
         Ok(buyers)
     }
 
     /// Order events in the sale's stream now (purchases, payments,
-    /// cancellations, expiries), however many each entry carries.
+    /// cancellations, expiries), however many each entry carries; a
+    /// sharded sale's, in its shards.
     pub async fn stream_events(&self, id: &str) -> Result<u64> {
-        let keys = SaleKeys::new(id)?;
-        Ok(stream_events(&mut self.conn.clone(), &keys, "-")
-            .await?
-            .len() as u64)
+        let mut events = 0;
+        for part in self.parts(id).await? {
+            let keys = SaleKeys::new(&part)?;
+            events += stream_events(&mut self.conn.clone(), &keys, "-")
+                .await?
+                .len() as u64;
+        }
+        Ok(events)
     }
 
     /// Trims sale `id`'s stream below entry `floor` (entries every reader

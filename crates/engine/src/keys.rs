@@ -28,6 +28,60 @@ pub fn check_id(field: &'static str, id: &str) -> Result<()> {
     Err(Error::Invalid { field, reason })
 }
 
+/// The largest shard tag: tags are searched from 0 until each lands on
+/// its master, and one of 5 digits always does.
+pub(crate) const MAX_SHARD_TAG: u32 = 99_999;
+
+/// How much longer a shard's id is than its sale's: `~` and the tag.
+pub(crate) const SHARD_SUFFIX_LEN: usize = 1 + MAX_SHARD_TAG.ilog10() as usize + 1;
+
+/// Joins a sharded sale's id and one shard's tag: `<sale>~<tag>`. `~` is
+/// not allowed in ids, so no sale created through the API can be named so.
+pub(crate) fn shard_id(sale: &str, tag: u32) -> String {
+    format!("{sale}~{tag}")
+}
+
+/// Whether `id` names a shard of a sharded sale (`<sale>~<tag>`).
+///
+/// ```
+/// assert!(seckill_engine::is_shard("drop-1~3"));
+/// assert!(!seckill_engine::is_shard("drop-1"));
+/// ```
+pub fn is_shard(id: &str) -> bool {
+    id.contains('~')
+}
+
+/// The sale an id names: the sale of a shard (`<sale>~<tag>`), or the id.
+///
+/// ```
+/// assert_eq!(seckill_engine::sale_of("drop-1~3"), "drop-1");
+/// assert_eq!(seckill_engine::sale_of("drop-1"), "drop-1");
+/// ```
+pub fn sale_of(id: &str) -> &str {
+    id.split_once('~').map_or(id, |(sale, _)| sale)
+}
+
+/// Checks an id that names a sale's keys: a sale id, or a shard's
+/// `<sale>~<tag>` (tag: 1-5 digits).
+pub(crate) fn check_sale_key(field: &'static str, id: &str) -> Result<()> {
+    match id.split_once('~') {
+        None => check_id(field, id),
+        Some((sale, tag)) => {
+            check_id(field, sale)?;
+            if tag.is_empty()
+                || tag.len() >= SHARD_SUFFIX_LEN
+                || !tag.bytes().all(|b| b.is_ascii_digit())
+            {
+                return Err(Error::Invalid {
+                    field,
+                    reason: format!("a shard's tag must be 1-{} digits", SHARD_SUFFIX_LEN - 1),
+                });
+            }
+            Ok(())
+        }
+    }
+}
+
 /// The keys of one sale. All share the hash tag `{sale:ID}`, so they live in
 /// one Redis Cluster slot and one script can touch them all.
 ///
@@ -45,6 +99,11 @@ pub fn check_id(field: &'static str, id: &str) -> Result<()> {
 /// - `persisting`: hash of the stream ranges persisters have read but not yet
 ///   committed to SQL (written by the `orders` crate's persister).
 ///
+/// A sharded sale (see `shard/mod.rs`) is a sale of this layout whose
+/// `left` is the pool, plus one sale of this layout per shard, named
+/// `<sale>~<tag>`, and `transfers`: the stream of every unit moved between
+/// pool and shards.
+///
 /// The baselines keep the classic recipes' keys (README, "The classic
 /// strategies"): `stock` (a counter),
 /// `tokens` (a list), `users` (hash user -> units) and per-day order records.
@@ -56,6 +115,7 @@ pub(crate) struct SaleKeys {
     pub orders: String,
     pub settled: String,
     pub persisting: String,
+    pub transfers: String,
     pub stock: String,
     pub tokens: String,
     pub users: String,
@@ -63,8 +123,9 @@ pub(crate) struct SaleKeys {
 }
 
 impl SaleKeys {
+    /// The keys of sale `id`, or of a shard of a sharded sale (`<sale>~<tag>`).
     pub fn new(id: &str) -> Result<Self> {
-        check_id("sale id", id)?;
+        check_sale_key("sale id", id)?;
         let base = format!("seckill:{{sale:{id}}}");
         Ok(Self {
             id: id.to_owned(),
@@ -72,6 +133,7 @@ impl SaleKeys {
             orders: format!("{base}:orders"),
             settled: format!("{base}:settled"),
             persisting: format!("{base}:persisting"),
+            transfers: format!("{base}:transfers"),
             stock: format!("{base}:stock"),
             tokens: format!("{base}:tokens"),
             users: format!("{base}:users"),
@@ -97,12 +159,13 @@ impl SaleKeys {
     }
 
     /// Every key of the sale but the per-day records.
-    pub fn all(&self) -> [&str; 8] {
+    pub fn all(&self) -> [&str; 9] {
         [
             &self.sale,
             &self.orders,
             &self.settled,
             &self.persisting,
+            &self.transfers,
             &self.stock,
             &self.tokens,
             &self.users,

@@ -17,6 +17,11 @@
 //!   `locked`, `watch`, `list`, `lua` (the classic strategies, see the
 //!   README) and
 //!   `atomic`, `coalesced` (the production path).
+//! - `shard`: sharded sales, one hot sale's stock over many masters: the
+//!   layout, placement, [`home_shard`], the consistent read and its check
+//!   ([`ShardingCheck`]); `transfer` (numbered, idempotent, fenced moves of
+//!   units), `refiller` (who moves what, when), `purchaser` (buying on the
+//!   home shard, waiting out an empty one).
 //! - `records`: the baselines' order records, and [`LedgerEntry`].
 //! - [`mod@bench`]: [`bench::race()`], many concurrent buyers through one
 //!   purchaser; [`bench::verify()`], a finished sale checked against its
@@ -54,17 +59,19 @@ mod restore;
 mod sale;
 mod sales;
 mod scripts;
+mod shard;
 mod strategy;
 
 pub use durability::Durability;
 pub use engine::{Engine, client};
 pub use error::{Error, Result};
 pub use event::{Event, OrderId, StreamEntry, entry_number, next_entry_id};
-pub use keys::{MAX_ID_LEN, RESTOCK_CHANNEL, check_id};
+pub use keys::{MAX_ID_LEN, RESTOCK_CHANNEL, check_id, is_shard, sale_of};
 pub use lifecycle::{OrderInfo, OrderState};
 pub use order::{MAX_QUANTITY, Order, Outcome, PurchaseRequest};
 pub use records::LedgerEntry;
 pub use restore::RestoredOrder;
-pub use sale::{Inventory, MAX_STOCK, Sale, SaleSpec, Status};
+pub use sale::{Inventory, MAX_SHARDS, MAX_STOCK, Sale, SaleSpec, ShardStock, Sharding, Status};
 pub use sales::StockChange;
+pub use shard::{REFILL_WAIT, ShardingCheck, Transfer, home_shard};
 pub use strategy::{CoalescerConfig, Purchaser, Strategy};

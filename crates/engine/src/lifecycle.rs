@@ -149,7 +149,11 @@ impl Engine {
             .arg(op)
             .invoke(&mut self.conn.clone())
             .await?;
-        transition(order_id, &answer)
+        let state = transition(order_id, &answer)?;
+        if state == OrderState::Cancelled {
+            self.returned_to(&id.sale, id.generation).await?;
+        }
+        Ok(state)
     }
 
     /// An order of the production path (`atomic`, `coalesced`).
@@ -213,15 +217,31 @@ impl Engine {
                 .await?;
             expired += n;
             if more == 0 {
-                return Ok(expired);
+                break;
             }
         }
+        if expired > 0 && crate::is_shard(id) {
+            let generation: Option<u64> =
+                redis::AsyncCommands::hget(&mut self.conn.clone(), &keys.sale, "gen").await?;
+            if let Some(generation) = generation {
+                self.returned_to(id, generation).await?;
+            }
+        }
+        Ok(expired)
     }
 
     /// All orders of the production path of sale `id`, as Redis holds them:
     /// the settled ones, and the pending ones from the stream past the
-    /// expiry cursor.
+    /// expiry cursor. A sharded sale's are its shards'.
     pub async fn orders(&self, id: &str) -> Result<Vec<OrderInfo>> {
+        let mut orders = Vec::new();
+        for part in self.parts(id).await? {
+            orders.extend(self.orders_of(&part).await?);
+        }
+        Ok(orders)
+    }
+
+    pub(crate) async fn orders_of(&self, id: &str) -> Result<Vec<OrderInfo>> {
         let keys = SaleKeys::new(id)?;
         let mut conn = self.conn.clone();
         type Head = (Option<u64>, Option<u64>, Option<String>);

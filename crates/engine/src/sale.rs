@@ -11,6 +11,9 @@ use crate::keys::check_id;
 /// Most units one sale may hold.
 pub const MAX_STOCK: u64 = 1_000_000_000;
 
+/// Most shards one sale may be split over.
+pub const MAX_SHARDS: u32 = 64;
+
 /// How a sale's stock is kept in Redis.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -60,6 +63,9 @@ pub struct SaleSpec {
     pub inventory: Inventory,
     /// How long a buyer has to pay before the order expires.
     pub payment_timeout_secs: u64,
+    /// Sub-sales the stock is split over, each on its own master where the
+    /// cluster has enough (1: not sharded). See [`SaleSpec::shards`].
+    pub shards: u32,
 }
 
 impl SaleSpec {
@@ -75,7 +81,23 @@ impl SaleSpec {
             ends_at_ms: None,
             inventory: Inventory::Hash,
             payment_timeout_secs: 900,
+            shards: 1,
         }
+    }
+
+    /// Splits the stock over `n` shards, for one sale hotter than one
+    /// Redis master can serve: each buyer buys on a home shard picked by
+    /// user id (so limits and request ids stay exact), and a refiller
+    /// moves units from a central pool, and between shards once the pool
+    /// is empty, to where buyers are. 1 (the default) is not sharded.
+    ///
+    /// ```
+    /// let spec = seckill_engine::SaleSpec::new("drop-1", 1_000_000).shards(6);
+    /// assert_eq!(spec.shards, 6);
+    /// ```
+    pub fn shards(mut self, n: u32) -> Self {
+        self.shards = n;
+        self
     }
 
     /// Sets the display name.
@@ -130,6 +152,23 @@ impl SaleSpec {
                 "must be at least 1 (omit it for no limit)",
             );
         }
+        if self.shards == 0 || self.shards > MAX_SHARDS {
+            return invalid("shards", &format!("must be 1-{MAX_SHARDS}"));
+        }
+        // A shard's id, `<id>~<tag>`, must fit where a sale id is stored.
+        let longest = crate::keys::MAX_ID_LEN - crate::keys::SHARD_SUFFIX_LEN;
+        if self.shards > 1 && self.id.len() > longest {
+            return invalid(
+                "sale id",
+                &format!("a sharded sale's id is at most {longest} bytes"),
+            );
+        }
+        if self.shards > 1 && self.inventory != Inventory::Hash {
+            return invalid(
+                "shards",
+                "only a sale of the production path (hash inventory) can be sharded",
+            );
+        }
         if let (Some(start), Some(end)) = (self.starts_at_ms, self.ends_at_ms)
             && end <= start
         {
@@ -180,6 +219,41 @@ pub struct Sale {
     pub status: Status,
     /// Creation time in ms: tells apart two sales that reused an id.
     pub generation: u64,
+    /// For a sharded sale: where its units are now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sharding: Option<Sharding>,
+}
+
+/// Where a sharded sale's units are: `pool + in_flight + Σ shard remaining`
+/// is the sale's `remaining`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Sharding {
+    /// Units not yet given to any shard.
+    pub pool: u64,
+    /// Units taken from the pool or a shard by a transfer not yet on its
+    /// destination.
+    pub in_flight: u64,
+    /// Transfers made so far (each recorded in the sale's ledger).
+    pub transfers: u64,
+    /// Whether the refiller found pool and shards empty and no transfer
+    /// open: only then is "sold out" answered.
+    pub drained: bool,
+    /// Each shard, in index order (a buyer's home shard is
+    /// [`crate::home_shard`] of its user id).
+    pub shards: Vec<ShardStock>,
+}
+
+/// One shard of a sharded sale.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ShardStock {
+    /// Its id, `<sale>~<tag>`: its keys, its orders' ids and its rows in SQL.
+    pub id: String,
+    /// Units given to it so far, less those given back.
+    pub stock: u64,
+    /// Units it has left to sell.
+    pub remaining: u64,
+    /// Units its buyers hold: `stock - remaining`.
+    pub sold: u64,
 }
 
 impl Sale {
@@ -211,6 +285,7 @@ impl Sale {
             payment_timeout_secs: num("payment_timeout"),
             status: Status::Active,
             generation,
+            sharding: None,
         };
         sale.status = sale.status_at(now_ms());
         Some(sale)

@@ -9,32 +9,60 @@ use crate::error::{Error, Result};
 use crate::keys::{SALES, SaleKeys};
 use crate::sale::{MAX_STOCK, Sale, SaleSpec};
 use crate::scripts::LIBRARY;
+use crate::shard::{Layout, Snapshot};
 
 impl Engine {
     /// Creates a sale; `SaleExists` if the id is taken.
+    ///
+    /// A spec with [`SaleSpec::shards`] above 1 creates a sharded sale: the
+    /// sale, its shards (each on the next master in turn), and a first
+    /// refill of each shard from the pool.
     pub async fn create_sale(&self, spec: &SaleSpec) -> Result<Sale> {
         spec.validate()?;
-        let keys = SaleKeys::new(&spec.id)?;
+        if spec.shards > 1 {
+            self.create_sharded(spec).await?;
+        } else {
+            self.create_keys(&spec.id, spec, None, None).await?;
+        }
+        self.sale(&spec.id).await
+    }
+
+    /// Creates one sale's keys, as `id`: a sale, or (`shard_of` its sale's
+    /// generation) a shard with stock 0; `shards` lists a sharded sale's
+    /// tags. Answers the generation; `SaleExists` if `id` is taken.
+    pub(crate) async fn create_keys(
+        &self,
+        id: &str,
+        spec: &SaleSpec,
+        shard_of: Option<u64>,
+        shards: Option<&str>,
+    ) -> Result<u64> {
+        let keys = SaleKeys::new(id)?;
         let generation: u64 = LIBRARY
             .call("create_sale", &[&keys.sale, &keys.stock, &keys.tokens])
-            .arg(&spec.id)
+            .arg(id)
             .arg(&spec.name)
-            .arg(spec.stock)
+            .arg(if shard_of.is_some() { 0 } else { spec.stock })
             .arg(spec.per_user_limit.unwrap_or(0))
             .arg(spec.starts_at_ms.unwrap_or(0))
             .arg(spec.ends_at_ms.unwrap_or(0))
             .arg(spec.inventory.name())
             .arg(spec.payment_timeout_secs)
+            .arg(shard_of.map(|g| g.to_string()).unwrap_or_default())
+            .arg(shards.unwrap_or(""))
             .invoke(&mut self.conn.clone())
             .await?;
         if generation == 0 {
-            return Err(Error::SaleExists(spec.id.clone()));
+            return Err(Error::SaleExists(id.to_owned()));
         }
-        let _: i64 = self.conn.clone().sadd(SALES, &spec.id).await?;
-        self.sale(&spec.id).await
+        let _: i64 = self.conn.clone().sadd(SALES, id).await?;
+        Ok(generation)
     }
 
     /// A sale with its live counts; `SaleNotFound` if there is none.
+    ///
+    /// A sharded sale's `remaining` counts the pool, the units moving and
+    /// every shard's; [`Sale::sharding`] says where they are.
     pub async fn sale(&self, id: &str) -> Result<Sale> {
         let keys = SaleKeys::new(id)?;
         let (values, stock, tokens): (Vec<Option<String>>, Option<i64>, i64) = redis::pipe()
@@ -53,11 +81,39 @@ impl Engine {
             Some("counter") => stock.unwrap_or(0),
             _ => meta.get("left").and_then(|v| v.parse().ok()).unwrap_or(0),
         };
-        Sale::from_meta(&meta, remaining).ok_or_else(|| Error::SaleNotFound(id.to_owned()))
+        let not_found = || Error::SaleNotFound(id.to_owned());
+        let generation = meta.get("gen").and_then(|g| g.parse().ok());
+        let tags = meta.get("shards").map(String::as_str);
+        let Some(layout) = Layout::from_fields(id, generation, tags)? else {
+            return Sale::from_meta(&meta, remaining).ok_or_else(not_found);
+        };
+        let snapshot = Snapshot::read(&self.conn, &layout, false).await?;
+        let sharding = snapshot.sharding(&layout);
+        let remaining = sharding.pool
+            + sharding.in_flight
+            + sharding.shards.iter().map(|s| s.remaining).sum::<u64>();
+        let mut sale = Sale::from_meta(&meta, remaining as i64).ok_or_else(not_found)?;
+        // The stock as of the snapshot, which a change may have moved since.
+        sale.stock = snapshot.sale.stock;
+        sale.sold = sale.stock.saturating_sub(remaining);
+        sale.sharding = Some(sharding);
+        Ok(sale)
     }
 
-    /// Deletes a sale and everything recorded under it. `false` if none.
+    /// Deletes a sale and everything recorded under it (a sharded sale's
+    /// shards too). `false` if none.
     pub async fn delete_sale(&self, id: &str) -> Result<bool> {
+        not_a_shard(id)?;
+        let mut deleted = false;
+        if let Some(layout) = self.layout(id).await? {
+            for shard in &layout.shards {
+                deleted |= self.delete_keys(&shard.id).await?;
+            }
+        }
+        Ok(self.delete_keys(id).await? || deleted)
+    }
+
+    pub(crate) async fn delete_keys(&self, id: &str) -> Result<bool> {
         let keys = SaleKeys::new(id)?;
         let mut conn = self.conn.clone();
         let days: Vec<String> = conn.smembers(&keys.days).await?;
@@ -80,15 +136,21 @@ impl Engine {
     /// # Ok(()) }
     /// ```
     pub async fn end_sale(&self, id: &str) -> Result<Sale> {
+        not_a_shard(id)?;
         let sale = self.sale(id).await?;
-        let keys = SaleKeys::new(id)?;
-        let answer: String = LIBRARY
-            .call("end_sale", &[&keys.sale])
-            .arg(sale.generation)
-            .invoke(&mut self.conn.clone())
-            .await?;
-        if answer == "no_sale" {
-            return Err(Error::SaleNotFound(id.to_owned()));
+        // A sharded sale's buyers read the end on their shard.
+        let shards = sale.sharding.iter().flat_map(|s| &s.shards);
+        let ids = shards.map(|s| s.id.as_str()).chain([id]);
+        for part in ids {
+            let keys = SaleKeys::new(part)?;
+            let answer: String = LIBRARY
+                .call("end_sale", &[&keys.sale])
+                .arg(sale.generation)
+                .invoke(&mut self.conn.clone())
+                .await?;
+            if answer == "no_sale" {
+                return Err(Error::SaleNotFound(id.to_owned()));
+            }
         }
         self.sale(id).await
     }
@@ -106,6 +168,7 @@ impl Engine {
     /// # Ok(()) }
     /// ```
     pub async fn change_stock(&self, id: &str, change: StockChange) -> Result<Sale> {
+        not_a_shard(id)?;
         let (op, units) = match change {
             StockChange::Add(n) => ("add", n),
             StockChange::Set(n) => ("set", n),
@@ -150,10 +213,27 @@ impl Engine {
         }
     }
 
-    /// Ids of all sales, in no particular order.
+    /// Ids of all sales, in no particular order, each shard of a sharded
+    /// sale among them (`<sale>~<tag>`, see [`crate::is_shard`]): every id
+    /// whose keys hold orders.
     pub async fn sale_ids(&self) -> Result<Vec<String>> {
         Ok(self.conn.clone().smembers(SALES).await?)
     }
+}
+
+/// Refuses a shard's id where only its sale may be changed: a shard's
+/// stock moves only by the ledger's transfers.
+fn not_a_shard(id: &str) -> Result<()> {
+    if crate::is_shard(id) {
+        return Err(Error::Invalid {
+            field: "sale id",
+            reason: format!(
+                "`{id}` is a shard of sale `{}`; change the sale",
+                crate::sale_of(id)
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// A change to a running sale's stock.
@@ -167,7 +247,7 @@ pub enum StockChange {
 
 /// The fields of a sale's hash that describe it (the rest are per buyer,
 /// per request and the expiry cursor).
-const META: [&str; 10] = [
+const META: [&str; 11] = [
     "id",
     "name",
     "stock",
@@ -178,4 +258,5 @@ const META: [&str; 10] = [
     "payment_timeout",
     "gen",
     "left",
+    "shards",
 ];

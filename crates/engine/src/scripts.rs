@@ -16,6 +16,18 @@ pub(crate) static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
         .function("expire", &[COMMON, include_str!("lua/expire.lua")])
         .function("end_sale", &[include_str!("lua/end_sale.lua")])
         .function("stock", &[include_str!("lua/stock.lua")])
+        .function("shard_begin", &[include_str!("lua/shard_begin.lua")])
+        .function("shard_take", &[include_str!("lua/shard_take.lua")])
+        .function("shard_give", &[include_str!("lua/shard_give.lua")])
+        .function("shard_end", &[include_str!("lua/shard_end.lua")])
+        .function("shard_mark", &[include_str!("lua/shard_mark.lua")])
+        .function("shard_want", &[include_str!("lua/shard_want.lua")])
+        .function("shard_restock", &[include_str!("lua/shard_restock.lua")])
+        .read_only("shard_read", &[include_str!("lua/shard_read.lua")])
+        .read_only(
+            "shard_sale_read",
+            &[include_str!("lua/shard_sale_read.lua")],
+        )
         .build()
 });
 

@@ -75,3 +75,39 @@ async fn sales_on_every_master_sell_exactly_their_stock() {
     expected.sort();
     assert_eq!(listed, expected);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sharded_sale_spreads_over_every_master_and_sells_exactly_its_stock() {
+    let cluster = RedisCluster::start(3, 0).unwrap();
+    let target = Target::cluster(&cluster.addresses().join(",")).unwrap();
+    let engine = Engine::connect_target(&target).await.unwrap();
+    let sale = engine
+        .create_sale(&SaleSpec::new("hot", 3_000).per_user_limit(1).shards(6))
+        .await
+        .unwrap();
+    let shards = sale.sharding.unwrap().shards;
+    // Six shards, two on each of the three masters.
+    let mut per_master = std::collections::HashMap::new();
+    for shard in &shards {
+        let slot = cluster
+            .slot_of(&format!("seckill:{{sale:{}}}:sale", shard.id))
+            .unwrap();
+        *per_master
+            .entry(cluster.master_of(slot).unwrap())
+            .or_insert(0) += 1;
+    }
+    assert_eq!(per_master.len(), 3, "{per_master:?}");
+    assert!(per_master.values().all(|&n| n == 2), "{per_master:?}");
+
+    let purchaser = engine.purchaser(Strategy::Coalesced, "hot").await.unwrap();
+    let buyers: Vec<PurchaseRequest> = (0..4_000)
+        .map(|i| PurchaseRequest::new(&format!("u{i}")).request_id(&format!("r{i}")))
+        .collect();
+    let race = race(&purchaser, buyers, 64, |_| {}).await;
+    let verdict = verify(&engine, "hot", &race.demand).await.unwrap();
+    assert!(verdict.ok, "{verdict:#?} {:?}", race.outcomes);
+    assert_eq!(race.outcomes.get("ok"), Some(&3_000), "{:?}", race.outcomes);
+    let check = engine.sharding_check("hot").await.unwrap();
+    assert!(check.problems.is_empty(), "{:?}", check.problems);
+    assert_eq!(check.sharding.pool + check.sharding.in_flight, 0);
+}

@@ -40,6 +40,12 @@ pub async fn archive(engine: &Engine, store: &Store, id: &str) -> Result<Archive
         reason,
     };
     let sale = engine.sale(id).await?;
+    if sale.sharding.is_some() || seckill_engine::is_shard(id) {
+        return Err(refuse(
+            "a sharded sale and its shards stay in Redis: archiving them is not supported yet"
+                .to_owned(),
+        ));
+    }
     // Ended by the clock the purchase scripts use, Redis's: by this
     // machine's, a purchase could still land between the checks below and
     // the removal.

@@ -67,6 +67,13 @@ pub enum Finding {
         /// Units its paid orders in SQL hold.
         counted: u64,
     },
+    /// A sharded sale whose units do not add up across pool, transfers and
+    /// shards, or whose shards' stock is not what its ledger of transfers
+    /// gave them.
+    ShardBooks {
+        /// What does not add up, in plain words.
+        problem: String,
+    },
     /// A buyer holding more units than the sale's per-user limit.
     OverLimit {
         /// The buyer.
@@ -112,7 +119,6 @@ pub(crate) async fn audit_with_orders(
     store: &Store,
     id: &str,
 ) -> Result<(Report, Vec<OrderInfo>)> {
-    let mut findings = Vec::new();
     let stored_sale = store.sale(id).await?;
     let sale = match engine.sale(id).await {
         Ok(sale) => Some(sale),
@@ -135,6 +141,80 @@ pub(crate) async fn audit_with_orders(
         };
         return Ok((report, Vec::new()));
     };
+    if sale.sharding.is_some() {
+        return audit_sharded(engine, store, &sale).await;
+    }
+    audit_one(engine, store, id, &sale).await
+}
+
+/// Audits a sharded sale: each shard as a sale of its own, the books of
+/// the units across pool, transfers and shards, and each buyer's units
+/// over all shards against the limit.
+async fn audit_sharded(
+    engine: &Engine,
+    store: &Store,
+    sale: &seckill_engine::Sale,
+) -> Result<(Report, Vec<OrderInfo>)> {
+    let id = sale.id.as_str();
+    let check = engine.sharding_check(id).await?;
+    let mut findings: Vec<Finding> = check
+        .problems
+        .into_iter()
+        .map(|problem| Finding::ShardBooks { problem })
+        .collect();
+    let mut report = Report {
+        sale_id: id.to_owned(),
+        orders_in_redis: 0,
+        orders_in_sql: 0,
+        backlog: 0,
+        in_backlog: 0,
+        findings: Vec::new(),
+        clean: false,
+        archived: false,
+    };
+    let mut orders = Vec::new();
+    for shard in &check.sharding.shards {
+        let shard_sale = engine.sale(&shard.id).await?;
+        let (one, mut of_shard) = audit_one(engine, store, &shard.id, &shard_sale).await?;
+        report.orders_in_redis += one.orders_in_redis;
+        report.orders_in_sql += one.orders_in_sql;
+        report.backlog += one.backlog;
+        report.in_backlog += one.in_backlog;
+        findings.extend(one.findings);
+        orders.append(&mut of_shard);
+    }
+    // A buyer buys on one home shard only, so no buyer's units may add up
+    // over the limit across shards.
+    if let Some(limit) = sale.per_user_limit.map(u64::from) {
+        let mut held: HashMap<&str, u64> = HashMap::new();
+        for o in orders.iter().filter(|o| o.state.is_live()) {
+            *held.entry(&o.user_id).or_default() += u64::from(o.quantity);
+        }
+        for (user, units) in held.into_iter().filter(|&(_, units)| units > limit) {
+            let finding = Finding::OverLimit {
+                user_id: user.to_owned(),
+                units,
+                limit,
+            };
+            if !findings.contains(&finding) {
+                findings.push(finding);
+            }
+        }
+    }
+    findings.sort_by_key(|f| format!("{f:?}"));
+    report.clean = findings.is_empty();
+    report.findings = findings;
+    Ok((report, orders))
+}
+
+/// Audits one unsharded sale (or one shard), `sale` as just read.
+async fn audit_one(
+    engine: &Engine,
+    store: &Store,
+    id: &str,
+    sale: &seckill_engine::Sale,
+) -> Result<(Report, Vec<OrderInfo>)> {
+    let mut findings = Vec::new();
     let mut conn = engine.connection();
     let (backlog, backlog_orders) = backlog(&mut conn, id).await?;
 

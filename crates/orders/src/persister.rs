@@ -15,17 +15,21 @@
 //! cluster, to its own master), and one whose master is down or frozen
 //! fails alone while the others are persisted. The reads never block
 //! (`XREADGROUP` without `BLOCK`), so they share the persister's own
-//! connection.
+//! connection. Housekeeping (learning of sales, taking over abandoned
+//! batches, trimming) runs beside the reads, so a frozen master costs it,
+//! not them, a response timeout.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
-use futures_util::future::join_all;
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 use redis::AsyncCommands;
 use redis::aio::ConnectionLike;
 use seckill_engine::{Engine, Event, StreamEntry};
 use seckill_redis::Conn;
+use tokio::sync::watch;
 
 use crate::backlog::{SaleStream, committed_floor, in_flight};
 use crate::error::Result;
@@ -102,26 +106,64 @@ impl Default for PersisterConfig {
 /// One persister. Run it with [`Persister::run`] until shutdown, or step it
 /// with [`Persister::round`].
 pub struct Persister {
+    inner: Inner,
+    /// When housekeeping is due next, for [`Persister::round`].
+    next_housekeeping: Instant,
+}
+
+/// What the read loop and housekeeping share; cheap to clone, so that
+/// [`Persister::run`] can give housekeeping a task of its own.
+#[derive(Clone)]
+struct Inner {
     engine: Engine,
     store: Store,
     /// The engine's connection (its own: the engine is this persister's).
     conn: Conn,
     config: PersisterConfig,
+    sales: Arc<Mutex<Sales>>,
+}
+
+/// The sales a persister knows of. Locked only between awaits.
+#[derive(Default)]
+struct Sales {
     /// sale id -> its keys, of sales whose group exists.
     streams: HashMap<String, SaleStream>,
-    /// When housekeeping is due next.
-    next_housekeeping: Instant,
     /// Sales whose master was unreachable, and until when they are left out.
     resting: HashMap<String, Instant>,
 }
 
+impl Sales {
+    fn is_resting(&self, sale: &str) -> bool {
+        self.resting
+            .get(sale)
+            .is_some_and(|until| *until > Instant::now())
+    }
+
+    /// The sales not resting, with their keys.
+    fn due(&self) -> Vec<(String, SaleStream)> {
+        let due = self
+            .streams
+            .iter()
+            .filter(|(sale, _)| !self.is_resting(sale));
+        due.map(|(sale, keys)| (sale.clone(), keys.clone()))
+            .collect()
+    }
+}
+
 impl std::fmt::Debug for Persister {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let sales = self
+            .inner
+            .sales()
+            .streams
+            .keys()
+            .cloned()
+            .collect::<Vec<_>>();
         f.debug_struct("Persister")
-            .field("consumer", &self.config.consumer)
-            .field("engine", &self.engine)
-            .field("store", &self.store)
-            .field("sales", &self.streams.keys().collect::<Vec<_>>())
+            .field("consumer", &self.inner.config.consumer)
+            .field("engine", &self.inner.engine)
+            .field("store", &self.inner.store)
+            .field("sales", &sales)
             .finish_non_exhaustive()
     }
 }
@@ -142,28 +184,37 @@ impl Persister {
     ) -> Result<Self> {
         let engine = Engine::connect_target_lazy(target)?;
         let conn = engine.connection();
-        Ok(Self {
+        let inner = Inner {
             engine,
             store,
             conn,
             config,
-            streams: HashMap::new(),
+            sales: Arc::default(),
+        };
+        Ok(Self {
+            inner,
             next_housekeeping: Instant::now(),
-            resting: HashMap::new(),
         })
     }
 
-    /// Runs rounds until `shutdown` resolves, then returns: the round in
-    /// hand finishes first, so what it read is committed (each of its Redis
-    /// and SQL calls is bounded by a timeout). Errors are logged and
-    /// retried after a pause, never fatal.
-    pub async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
+    /// Runs until `shutdown` resolves, then returns: the round in hand
+    /// finishes first, so what it read is committed (each of its Redis and
+    /// SQL calls is bounded by a timeout). Errors are logged and retried
+    /// after a pause, never fatal.
+    ///
+    /// Housekeeping runs beside the reads, in a task of its own: its steps
+    /// go to the master holding the registry of sales and to each sale's,
+    /// and one of them frozen costs a whole response timeout, which the
+    /// reads of the other sales must not wait for.
+    pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) {
+        let (stop, stopped) = watch::channel(());
+        let keeper = tokio::spawn(self.inner.clone().keep_house(stopped));
         tokio::pin!(shutdown);
         loop {
-            let pause = match self.round().await {
+            let pause = match self.inner.read_round().await {
                 // No backlog: let the next batch grow for a while, as a
                 // small batch costs more per order.
-                Ok(n) if n < self.config.batch => self.config.poll,
+                Ok(n) if n < self.inner.config.batch => self.inner.config.poll,
                 Ok(_) => Duration::ZERO,
                 Err(e) => {
                     tracing::warn!(error = %e, "persister round failed; retrying");
@@ -172,9 +223,13 @@ impl Persister {
             };
             tokio::select! {
                 biased;
-                () = &mut shutdown => return,
+                () = &mut shutdown => break,
                 () = tokio::time::sleep(pause) => {}
             }
+        }
+        drop(stop);
+        if let Err(e) = keeper.await {
+            tracing::warn!(error = %e, "the persister's housekeeping task failed");
         }
     }
 
@@ -184,44 +239,84 @@ impl Persister {
     pub async fn round(&mut self) -> Result<usize> {
         let mut persisted = 0;
         if Instant::now() >= self.next_housekeeping {
-            // Each step on its own: the master holding the sale registry
-            // (or one sale) being down must not stop the reads below. A
-            // step that failed outright (the registry's master, or the one
-            // asked the time, unreachable) puts the next housekeeping off
-            // as long as a resting sale is left out.
-            let mut next = Instant::now() + self.config.housekeeping;
-            if let Err(e) = self.refresh_streams().await {
-                tracing::warn!(error = %e, "learning of new sales failed");
-                next = Instant::now() + REST_AFTER_FAILURE;
-            }
-            match self.claim_abandoned().await {
-                Ok(n) => persisted += n,
-                Err(e) => {
-                    tracing::warn!(error = %e, "taking over abandoned batches failed");
-                    next = Instant::now() + REST_AFTER_FAILURE;
-                }
-            }
-            self.trim().await;
-            self.next_housekeeping = next;
+            let (n, pause) = self.inner.housekeeping().await;
+            persisted += n;
+            self.next_housekeeping = Instant::now() + pause;
         }
-        let due = self
-            .streams
-            .iter()
-            .filter(|(sale, _)| !self.is_resting(sale));
-        let reads = join_all(due.map(|(sale, keys)| {
-            let mut read = LIBRARY.call("read", &[&keys.stream, &keys.persisting]);
-            read.arg(GROUP)
-                .arg(&self.config.consumer)
-                .arg(self.config.batch);
-            let mut conn = self.conn.clone();
-            async move {
-                let text: redis::RedisResult<String> = read.invoke(&mut conn).await;
-                (sale.clone(), keys.clone(), text)
+        match self.inner.read_round().await {
+            Ok(n) => Ok(persisted + n),
+            Err(_) if persisted > 0 => Ok(persisted),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl Inner {
+    fn sales(&self) -> std::sync::MutexGuard<'_, Sales> {
+        // A panic while holding the lock leaves the maps whole (each
+        // change is one insert, remove or retain).
+        self.sales.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Housekeeping until `stopped`'s sender is dropped; the step in hand
+    /// finishes first.
+    async fn keep_house(self, mut stopped: watch::Receiver<()>) {
+        loop {
+            let (_, pause) = self.housekeeping().await;
+            tokio::select! {
+                biased;
+                _ = stopped.changed() => return,
+                () = tokio::time::sleep(pause) => {}
             }
-        }))
-        .await;
-        let mut failed = None;
-        for (sale, keys, text) in reads {
+        }
+    }
+
+    /// Learns of new sales, takes over abandoned batches and trims the
+    /// streams. Each step on its own: the master holding the sale registry
+    /// (or one sale) being down must not stop the others. A step that
+    /// failed outright (the registry's master, or the one asked the time,
+    /// unreachable) puts the next housekeeping off as long as a resting
+    /// sale is left out. Answers the events persisted and the pause until
+    /// the next housekeeping.
+    async fn housekeeping(&self) -> (usize, Duration) {
+        let mut pause = self.config.housekeeping;
+        if let Err(e) = self.refresh_streams().await {
+            tracing::warn!(error = %e, "learning of new sales failed");
+            pause = REST_AFTER_FAILURE;
+        }
+        let persisted = match self.claim_abandoned().await {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::warn!(error = %e, "taking over abandoned batches failed");
+                pause = REST_AFTER_FAILURE;
+                0
+            }
+        };
+        self.trim().await;
+        (persisted, pause)
+    }
+
+    /// One batch of new entries from every sale stream not resting, each
+    /// committed to SQL as soon as its read is in: a frozen master's read
+    /// holds up no other sale's commit.
+    async fn read_round(&self) -> Result<usize> {
+        let due = self.sales().due();
+        let mut reads: FuturesUnordered<_> = due
+            .into_iter()
+            .map(|(sale, keys)| {
+                let mut read = LIBRARY.call("read", &[&keys.stream, &keys.persisting]);
+                read.arg(GROUP)
+                    .arg(&self.config.consumer)
+                    .arg(self.config.batch);
+                let mut conn = self.conn.clone();
+                async move {
+                    let text: redis::RedisResult<String> = read.invoke(&mut conn).await;
+                    (sale, keys, text)
+                }
+            })
+            .collect();
+        let (mut persisted, mut failed) = (0, None);
+        while let Some((sale, keys, text)) = reads.next().await {
             let text = match text {
                 Ok(text) => text,
                 Err(e) => {
@@ -249,7 +344,7 @@ impl Persister {
     /// after a whole response timeout: a frozen master), so the other
     /// sales' rounds stay short. An error reply (a group made again, say)
     /// is retried at once.
-    fn sale_failed(&mut self, sale: &str, step: &str, e: &crate::Error) {
+    fn sale_failed(&self, sale: &str, step: &str, e: &crate::Error) {
         tracing::warn!(sale, error = %e, "{step} failed");
         let unreachable = e.redis().is_some_and(|e| {
             e.is_timeout()
@@ -259,43 +354,41 @@ impl Persister {
                 || e.is_cluster_error()
         });
         if unreachable {
-            self.resting
+            self.sales()
+                .resting
                 .insert(sale.to_owned(), Instant::now() + REST_AFTER_FAILURE);
         }
     }
 
-    fn is_resting(&self, sale: &str) -> bool {
-        self.resting
-            .get(sale)
-            .is_some_and(|until| *until > Instant::now())
-    }
-
     /// Commits order events to SQL, then deletes the record of the batch
     /// they were read as, the one starting at `first`.
-    async fn persist(&mut self, keys: &SaleStream, first: &str, events: &[Event]) -> Result<usize> {
+    async fn persist(&self, keys: &SaleStream, first: &str, events: &[Event]) -> Result<usize> {
         self.store.apply(events).await?;
-        let _: i64 = self.conn.hdel(&keys.persisting, first).await?;
+        let _: i64 = self.conn.clone().hdel(&keys.persisting, first).await?;
         Ok(events.len())
     }
 
     /// Learns of new sales: creates their group (from the first entry, so
     /// nothing already in the stream is missed) and records the sale in SQL.
-    async fn refresh_streams(&mut self) -> Result<()> {
+    async fn refresh_streams(&self) -> Result<()> {
         let ids: HashSet<String> = self.engine.sale_ids().await?.into_iter().collect();
-        self.streams.retain(|sale, _| ids.contains(sale));
-        self.resting.retain(|sale, _| ids.contains(sale));
+        let known: HashSet<String> = {
+            let mut sales = self.sales();
+            sales.streams.retain(|sale, _| ids.contains(sale));
+            sales.resting.retain(|sale, _| ids.contains(sale));
+            sales.streams.keys().cloned().collect()
+        };
+        let mut conn = self.conn.clone();
         for id in ids {
-            if self.is_resting(&id) {
+            if self.sales().is_resting(&id) {
                 continue;
             }
             let keys = SaleStream::new(&id)?;
             // Every time, not just for new sales: a stream deleted and made
             // again (a sale recreated, Redis rebuilt from SQL) needs its
             // group back, or every read fails with NOGROUP.
-            let created: redis::RedisResult<()> = self
-                .conn
-                .xgroup_create_mkstream(&keys.stream, GROUP, "0")
-                .await;
+            let created: redis::RedisResult<()> =
+                conn.xgroup_create_mkstream(&keys.stream, GROUP, "0").await;
             let new_group = match created {
                 Ok(()) => true,
                 Err(e) if e.code() == Some("BUSYGROUP") => false,
@@ -306,7 +399,7 @@ impl Persister {
                     continue;
                 }
             };
-            if new_group || !self.streams.contains_key(&id) {
+            if new_group || !known.contains(&id) {
                 match self.engine.sale(&id).await {
                     Ok(sale) => self.store.upsert_sale(&sale).await?,
                     Err(seckill_engine::Error::SaleNotFound(_)) => {
@@ -314,14 +407,14 @@ impl Persister {
                         // group just made its stream again, an empty key
                         // that nothing would ever remove.
                         if new_group {
-                            let _: i64 = self.conn.del(&keys.stream).await?;
+                            let _: i64 = conn.del(&keys.stream).await?;
                         }
                         continue;
                     }
                     Err(e) => return Err(e.into()),
                 }
             }
-            self.streams.insert(id, keys);
+            self.sales().streams.insert(id, keys);
         }
         Ok(())
     }
@@ -329,15 +422,14 @@ impl Persister {
     /// Persists the batches some persister read at least `claim_idle` ago
     /// and never committed, reading each range again. Two persisters may
     /// take over the same batch at once: both write the same rows.
-    async fn claim_abandoned(&mut self) -> Result<usize> {
+    async fn claim_abandoned(&self) -> Result<usize> {
         let mut persisted = 0;
-        let now = redis_ms(&mut self.conn).await?;
+        let mut conn = self.conn.clone();
+        let now = redis_ms(&mut conn).await?;
         let idle = self.config.claim_idle.as_millis() as u64;
-        for (sale, keys) in self.streams.clone() {
-            if self.is_resting(&sale) {
-                continue;
-            }
-            let batches = match in_flight(&mut self.conn, &keys.persisting).await {
+        let due = self.sales().due();
+        for (sale, keys) in due {
+            let batches = match in_flight(&mut conn, &keys.persisting).await {
                 Ok(batches) => batches,
                 Err(e) => {
                     self.sale_failed(&sale, "reading its batches", &e);
@@ -349,8 +441,7 @@ impl Persister {
                     continue;
                 }
                 let entries =
-                    StreamEntry::range(&mut self.conn, &keys.stream, &batch.first, &batch.last)
-                        .await?;
+                    StreamEntry::range(&mut conn, &keys.stream, &batch.first, &batch.last).await?;
                 tracing::info!(sale, first = batch.first, "taking over an abandoned batch");
                 let events: Vec<Event> = entries
                     .iter()
@@ -364,19 +455,17 @@ impl Persister {
 
     /// Drops entries every persister has committed, and only those; the
     /// engine keeps those pending orders still live in.
-    async fn trim(&mut self) {
-        for sale in self.streams.keys().cloned().collect::<Vec<_>>() {
-            if self.is_resting(&sale) {
-                continue;
-            }
+    async fn trim(&self) {
+        let due = self.sales().due();
+        for (sale, _) in due {
             if let Err(e) = self.trim_sale(&sale).await {
                 self.sale_failed(&sale, "trimming its stream", &e);
             }
         }
     }
 
-    async fn trim_sale(&mut self, sale: &str) -> Result<()> {
-        if let Some(floor) = committed_floor(&mut self.conn, sale).await? {
+    async fn trim_sale(&self, sale: &str) -> Result<()> {
+        if let Some(floor) = committed_floor(&mut self.conn.clone(), sale).await? {
             self.engine.trim_stream(sale, &floor).await?;
         }
         Ok(())

@@ -29,11 +29,11 @@ pub async fn sweep_forever(engine: Engine, interval: Duration, shutdown: impl Fu
 /// expire theirs; the pass fails only if no sale could be swept.
 pub async fn sweep(engine: &Engine) -> seckill_engine::Result<u64> {
     let mut expired = 0;
-    let (mut failed, mut swept) = (None, 0);
-    for sale in engine.sale_ids().await? {
-        swept += 1;
+    let (mut last_error, mut failed) = (None, 0);
+    let sales = engine.sale_ids().await?;
+    for sale in &sales {
         loop {
-            match engine.expire_due(&sale, PER_CALL).await {
+            match engine.expire_due(sale, PER_CALL).await {
                 Ok(n) => {
                     expired += n;
                     if n < u64::from(PER_CALL) {
@@ -42,15 +42,15 @@ pub async fn sweep(engine: &Engine) -> seckill_engine::Result<u64> {
                 }
                 Err(e) => {
                     tracing::warn!(sale, error = %e, "expiring a sale's orders failed");
-                    failed = Some(e);
-                    swept -= 1;
+                    last_error = Some(e);
+                    failed += 1;
                     break;
                 }
             }
         }
     }
-    match failed {
-        Some(e) if swept == 0 => Err(e),
+    match last_error {
+        Some(e) if failed == sales.len() => Err(e),
         _ => Ok(expired),
     }
 }

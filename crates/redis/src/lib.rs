@@ -4,7 +4,7 @@
 //! - `conn`: [`Target`] (one server or a cluster) and [`Conn`], the
 //!   connection every crate above takes; the client settings live here.
 //! - `masters`: [`Master`], the masters behind a [`Target`] and their
-//!   slots, for tools that measure or drive each master.
+//!   slots, for tools that measure or drive each master; [`key_slot`].
 //! - `library`: [`Library`], a crate's Lua as one Redis Functions library,
 //!   called with `FCALL` and loaded by the first call that finds it missing.
 
@@ -14,4 +14,4 @@ mod masters;
 
 pub use conn::{Conn, RESPONSE_TIMEOUT, Target, client};
 pub use library::{Builder, Call, Library};
-pub use masters::Master;
+pub use masters::{Master, key_slot};

@@ -33,7 +33,8 @@ impl Master {
         redis::Client::open(self.info.clone())
     }
 
-    fn serves(&self, slot: u16) -> bool {
+    /// Whether it serves hash slot `slot` (see [`key_slot`]).
+    pub fn serves(&self, slot: u16) -> bool {
         self.slots.iter().any(|&(a, b)| (a..=b).contains(&slot))
     }
 }
@@ -66,24 +67,37 @@ impl Target {
     /// the master of the key's slot), for a tool that must talk to it
     /// directly, as `redis-benchmark` does.
     pub async fn master_of(&self, key: &str) -> RedisResult<Master> {
-        let masters = self.masters().await?;
-        let slot: u16 = match self {
-            Self::Server(_) => 0,
-            Self::Cluster(_) => {
-                redis::cmd("CLUSTER")
-                    .arg("KEYSLOT")
-                    .arg(key)
-                    .query_async(&mut self.connect_lazy()?)
-                    .await?
-            }
-        };
-        masters.into_iter().find(|m| m.serves(slot)).ok_or_else(|| {
-            redis::RedisError::from((
-                redis::ErrorKind::Server(redis::ServerErrorKind::ClusterDown),
-                "no master serves the key's slot",
-            ))
-        })
+        let slot = key_slot(key);
+        self.masters()
+            .await?
+            .into_iter()
+            .find(|m| m.serves(slot))
+            .ok_or_else(|| {
+                redis::RedisError::from((
+                    redis::ErrorKind::Server(redis::ServerErrorKind::ClusterDown),
+                    "no master serves the key's slot",
+                ))
+            })
     }
+}
+
+/// The Redis Cluster hash slot of `key`: CRC16 of its hash tag (the part
+/// between the first `{` and the next `}`, if not empty), or of the whole
+/// key, modulo 16384, as every cluster node computes it.
+///
+/// ```
+/// // The example of the Redis Cluster specification.
+/// assert_eq!(seckill_redis::key_slot("123456789"), 0x31C3);
+/// assert_eq!(seckill_redis::key_slot("{user1000}.following"), seckill_redis::key_slot("user1000"));
+/// ```
+pub fn key_slot(key: &str) -> u16 {
+    let bytes = key.as_bytes();
+    let tagged = bytes.iter().position(|&b| b == b'{').and_then(|open| {
+        let rest = &bytes[open + 1..];
+        let close = rest.iter().position(|&b| b == b'}')?;
+        (close > 0).then(|| &rest[..close])
+    });
+    crc16::State::<crc16::XMODEM>::calculate(tagged.unwrap_or(bytes)) % 16384
 }
 
 /// `CLUSTER SHARDS` of `seed`: each shard's slots and its master.

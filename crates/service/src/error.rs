@@ -95,6 +95,11 @@ impl From<seckill_engine::Error> for ApiError {
                     "the purchase was not confirmed by a replica in time; retry with the same request_id",
                 )
             }
+            E::StockMoving(_) => Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "stock_moving",
+                format!("{e}; nothing was bought"),
+            ),
             // Redis down, slow or failing, a batch whose answer never came,
             // contention: the client should retry (with its request id).
             E::Redis(_)

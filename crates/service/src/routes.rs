@@ -7,7 +7,8 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use seckill_engine::{
-    OrderInfo, OrderState, Outcome, PurchaseRequest, Sale, SaleSpec, Status, StockChange, check_id,
+    OrderId, OrderInfo, OrderState, Outcome, PurchaseRequest, Sale, SaleSpec, Sharding, Status,
+    StockChange, check_id, is_shard,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -32,6 +33,7 @@ pub struct NewSale {
     starts_at: Option<Millis>,
     ends_at: Option<Millis>,
     payment_timeout_secs: Option<u64>,
+    shards: Option<u32>,
 }
 
 #[derive(Serialize)]
@@ -48,6 +50,20 @@ struct SaleBody {
     #[serde(serialize_with = "time::serialize_opt")]
     ends_at: Option<u64>,
     payment_timeout_secs: u64,
+    /// A sharded sale's pool and shards: for admins only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sharding: Option<Sharding>,
+}
+
+impl SaleBody {
+    /// With a sharded sale's pool and shards, which only admins see.
+    fn for_admin(sale: Sale) -> Self {
+        let sharding = sale.sharding.clone();
+        Self {
+            sharding,
+            ..Self::from(sale)
+        }
+    }
 }
 
 impl From<Sale> for SaleBody {
@@ -63,6 +79,7 @@ impl From<Sale> for SaleBody {
             starts_at: s.starts_at_ms,
             ends_at: s.ends_at_ms,
             payment_timeout_secs: s.payment_timeout_secs,
+            sharding: None,
         }
     }
 }
@@ -83,10 +100,13 @@ pub async fn create_sale(
         }
         spec = spec.payment_timeout_secs(secs);
     }
+    if let Some(shards) = body.shards {
+        spec = spec.shards(shards);
+    }
     let sale = state.engine.create_sale(&spec).await?;
     state.forget(&sale.id);
     state.store.upsert_sale(&sale).await?;
-    Ok((StatusCode::CREATED, Json(SaleBody::from(sale))).into_response())
+    Ok((StatusCode::CREATED, Json(SaleBody::for_admin(sale))).into_response())
 }
 
 impl SaleBody {
@@ -105,13 +125,16 @@ impl SaleBody {
             starts_at: s.starts_at_ms.map(|v| v as u64),
             ends_at: s.ends_at_ms.map(|v| v as u64),
             payment_timeout_secs: s.payment_timeout_secs.max(0) as u64,
+            sharding: None,
         }
     }
 }
 
-/// Sale `id` from Redis, or from SQL once archived.
-async fn sale_body(state: &AppState, id: &str) -> Result<SaleBody, ApiError> {
+/// Sale `id` from Redis, or from SQL once archived; a sharded sale's pool
+/// and shards only for an `admin`.
+async fn sale_body(state: &AppState, id: &str, admin: bool) -> Result<SaleBody, ApiError> {
     match state.engine.sale(id).await {
+        Ok(sale) if admin => Ok(SaleBody::for_admin(sale)),
         Ok(sale) => Ok(SaleBody::from(sale)),
         Err(seckill_engine::Error::SaleNotFound(_)) => match state.store.sale(id).await? {
             Some(stored) if stored.archived_ms.is_some() => Ok(SaleBody::archived(stored)),
@@ -144,9 +167,11 @@ async fn archived_order(state: &AppState, order_id: &str) -> Result<OrderBody, A
     })
 }
 
-pub async fn get_sale(State(state): Shared, Path(id): Path<String>) -> Answer {
+pub async fn get_sale(State(state): Shared, headers: HeaderMap, Path(id): Path<String>) -> Answer {
     check_id("sale id", &id)?;
-    Ok(Json(sale_body(&state, &id).await?).into_response())
+    // Anyone may read a sale; a sharded one's inner workings are for admins.
+    let admin = state.check_admin(auth(&headers)).is_ok();
+    Ok(Json(sale_body(&state, &id, admin).await?).into_response())
 }
 
 #[derive(Deserialize)]
@@ -169,8 +194,10 @@ pub async fn list_sales(
     if let Some(after) = &page.after {
         check_id("after", after)?;
     }
-    // Live sales from Redis, archived ones from SQL.
+    // Live sales from Redis (not the shards of sharded ones), archived
+    // ones from SQL.
     let mut ids = state.engine.sale_ids().await?;
+    ids.retain(|id| !is_shard(id));
     let mut archived: std::collections::HashMap<String, StoredSale> = state
         .store
         .archived_sales()
@@ -185,7 +212,7 @@ pub async fn list_sales(
     let after = page.after.as_deref().unwrap_or("");
     for id in ids.iter().filter(|id| id.as_str() > after) {
         let sale = match state.engine.sale(id).await {
-            Ok(sale) => SaleBody::from(sale),
+            Ok(sale) => SaleBody::for_admin(sale),
             Err(seckill_engine::Error::SaleNotFound(_)) => match archived.remove(id) {
                 Some(stored) => SaleBody::archived(stored),
                 // Archived since SQL was read, or deleted.
@@ -217,12 +244,12 @@ pub async fn end_sale(State(state): Shared, headers: HeaderMap, Path(id): Path<S
         Ok(sale) => sale,
         // Archived: ended long since.
         Err(seckill_engine::Error::SaleNotFound(_)) => {
-            return Ok(Json(sale_body(&state, &id).await?).into_response());
+            return Ok(Json(sale_body(&state, &id, true).await?).into_response());
         }
         Err(e) => return Err(e.into()),
     };
     state.store.upsert_sale(&sale).await?;
-    Ok(Json(SaleBody::from(sale)).into_response())
+    Ok(Json(SaleBody::for_admin(sale)).into_response())
 }
 
 #[derive(Deserialize)]
@@ -253,7 +280,7 @@ pub async fn change_stock(
     let sale = state.engine.change_stock(&id, change).await?;
     state.restocked(&id);
     state.store.upsert_sale(&sale).await?;
-    Ok(Json(SaleBody::from(sale)).into_response())
+    Ok(Json(SaleBody::for_admin(sale)).into_response())
 }
 
 /// A page size: 100 unless given, at most 1,000.
@@ -459,15 +486,33 @@ pub async fn list_orders(
     if let Some(user) = &page.user_id {
         check_id("user_id", user)?;
     }
-    if let Some(after) = &page.after {
+    // A sharded sale's order ids, and so its pages' cursors, name a shard.
+    if let Some(after) = page
+        .after
+        .as_deref()
+        .filter(|a| a.parse::<OrderId>().is_err())
+    {
         check_id("after", after)?;
     }
     let limit = page_limit(page.limit)?;
-    sale_body(&state, &id).await?;
-    let orders = state
-        .store
-        .orders_page(&id, page.user_id.as_deref(), page.after.as_deref(), limit)
-        .await?;
+    // A sharded sale's orders are its shards': each a range of order ids
+    // of its own, so a page is the first `limit` of theirs together.
+    let parts = state.engine.parts(&id).await?;
+    if parts == [id.as_str()] {
+        // Not sharded: it must exist, in Redis or archived in SQL.
+        sale_body(&state, &id, false).await?;
+    }
+    let mut orders = Vec::new();
+    for part in &parts {
+        orders.extend(
+            state
+                .store
+                .orders_page(part, page.user_id.as_deref(), page.after.as_deref(), limit)
+                .await?,
+        );
+    }
+    orders.sort_by(|a, b| a.order_id.cmp(&b.order_id));
+    orders.truncate(limit as usize);
     let next = (orders.len() == limit as usize)
         .then(|| orders.last().map(|o| o.order_id.clone()))
         .flatten();

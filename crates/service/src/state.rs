@@ -132,7 +132,8 @@ impl AppState {
         write(&self.sold_out).insert(id.to_owned(), Instant::now());
     }
 
-    /// Stock came back (cancel, expiry): ask Redis again.
+    /// Stock came back (cancel, expiry; a drained sharded sale announces
+    /// its own id): ask Redis again.
     pub fn restocked(&self, id: &str) {
         write(&self.sold_out).remove(id);
     }

@@ -95,3 +95,101 @@ async fn serve_sells_restocks_and_persists_on_a_cluster() {
     }
     running.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sharded_sale_sells_exactly_its_stock_over_http_and_shows_its_shards_to_admins() {
+    let cluster = RedisCluster::start(3, 0).unwrap();
+    let target = seckill_redis::Target::cluster(&cluster.addresses().join(",")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("o.db").to_string_lossy().into_owned();
+    let (running, http, admin) =
+        common::serve(target.clone(), &db, seckill_engine::Durability::Primary).await;
+
+    let (status, sale) = admin
+        .post(
+            "/v1/sales",
+            &json!({"id": "hot", "name": "hot", "stock": 300, "per_user_limit": 1, "shards": 3}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status.as_u16(), 201, "{sale}");
+    assert_eq!(
+        sale["sharding"]["shards"].as_array().map(Vec::len),
+        Some(3),
+        "{sale}"
+    );
+
+    // 480 buyers at once for 300 units, over every shard.
+    let tasks: Vec<_> = (0..8)
+        .map(|t| {
+            let http = http.clone();
+            tokio::spawn(async move {
+                let mut codes = Vec::new();
+                for i in 0..60 {
+                    let body =
+                        json!({"user_id": format!("t{t}u{i}"), "request_id": format!("t{t}r{i}")});
+                    let (status, answer) =
+                        http.post("/v1/sales/hot/purchase", &body).await.unwrap();
+                    codes.push(match status.as_u16() {
+                        200 => "ok".to_owned(),
+                        _ => answer["code"].as_str().unwrap_or("?").to_owned(),
+                    });
+                }
+                codes
+            })
+        })
+        .collect();
+    let mut counts = std::collections::BTreeMap::new();
+    for task in tasks {
+        for code in task.await.unwrap() {
+            *counts.entry(code).or_insert(0) += 1;
+        }
+    }
+    assert_eq!(counts.get("ok"), Some(&300), "{counts:?}");
+    assert_eq!(counts.get("sold_out"), Some(&180), "{counts:?}");
+
+    // Admins see the pool and each shard; buyers see the sale alone.
+    let (_, seen) = admin.get("/v1/sales/hot").await.unwrap();
+    assert_eq!(
+        (seen["sold"].as_u64(), seen["remaining"].as_u64()),
+        (Some(300), Some(0)),
+        "{seen}"
+    );
+    assert_eq!(seen["sharding"]["drained"], true, "{seen}");
+    assert_eq!(seen["sharding"]["pool"], 0, "{seen}");
+    let (_, public) = http.get("/v1/sales/hot").await.unwrap();
+    assert!(public.get("sharding").is_none(), "{public}");
+    assert_eq!(public["status"], "sold_out", "{public}");
+    // Listed once, shards not.
+    let (_, list) = admin.get("/v1/sales").await.unwrap();
+    let ids: Vec<&str> = list["sales"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["id"].as_str())
+        .collect();
+    assert_eq!(ids, ["hot"]);
+
+    // Every order reaches SQL, listed as the sale's; the audit is clean.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, page) = admin.get("/v1/sales/hot/orders?limit=1000").await.unwrap();
+        assert_eq!(status.as_u16(), 200, "{page}");
+        if page["orders"].as_array().map(Vec::len) == Some(300) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "orders never all reached SQL: {page}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let engine = seckill_engine::Engine::connect_target(&target)
+        .await
+        .unwrap();
+    let store = seckill_orders::Store::open(&db).await.unwrap();
+    let report = seckill_orders::audit(&engine, &store, "hot").await.unwrap();
+    assert!(report.clean, "{report:?}");
+    assert_eq!((report.orders_in_redis, report.orders_in_sql), (300, 300));
+    running.stop().await;
+}

@@ -1,6 +1,7 @@
-//! Drills 11–14 of docs/reliability.md: `serve` on a real Redis Cluster (3
-//! masters, 1 replica each) under HTTP load while a master is killed,
-//! failed over, loses the sale's slot or freezes. (Drill 15, a lock holder's
+//! Drills 11–14, 17 and 18 of docs/reliability.md: `serve` on a real Redis
+//! Cluster (3 masters, 1 replica each) under HTTP load while a master is
+//! killed, failed over, loses the sale's slot or freezes; 17 and 18 kill a
+//! shard's master or move a shard's slot under a sharded sale. (Drill 15, a lock holder's
 //! master failing over, is in `crates/lock/tests/cluster.rs`.) Each prints
 //! one `drill-figures {…}` line; `scripts/drills.sh` puts them in the doc.
 
@@ -82,6 +83,47 @@ impl Drill {
         sales
     }
 
+    /// Creates sale `hot` of [`SHARDED_STOCK`] units over 3 shards, one per
+    /// master; answers each shard's id and master.
+    async fn sharded_sale(&self) -> Vec<(String, u16)> {
+        let body = json!({ "id": "hot", "name": "drill", "stock": SHARDED_STOCK,
+            "per_user_limit": 3, "shards": 3 });
+        let (status, sale) = self.admin.post("/v1/sales", &body).await.unwrap();
+        assert_eq!(status, StatusCode::CREATED, "{sale}");
+        let shards = sale["sharding"]["shards"].as_array().unwrap().iter();
+        let shards: Vec<(String, u16)> = shards
+            .map(|s| {
+                let id = s["id"].as_str().unwrap().to_owned();
+                let master = self.master_of(&id);
+                (id, master)
+            })
+            .collect();
+        let mut masters: Vec<u16> = shards.iter().map(|s| s.1).collect();
+        masters.sort_unstable();
+        masters.dedup();
+        assert_eq!(masters.len(), 3, "shards not one per master: {shards:?}");
+        shards
+    }
+
+    /// The books of sharded sale `sale` once its buyers stopped: the
+    /// problems found, the transfers made, and whether every unit sold.
+    async fn books(&self, sale: &str, seen: &Bought) -> Books {
+        let engine = Engine::connect_target(&self.target).await.unwrap();
+        let check = engine.sharding_check(sale).await.unwrap();
+        let state = engine.sale(sale).await.unwrap();
+        // "Sold out" is answered only once pool and shards are empty, and
+        // nothing is ever given back in a drill.
+        if seen.sold_out > 0 {
+            assert_eq!(state.sold, state.stock, "sold_out answered early");
+        }
+        Books {
+            problems: check.problems,
+            transfers: check.transfers.len(),
+            sold: state.sold,
+            sold_out_answers: seen.sold_out,
+        }
+    }
+
     fn slot_of(&self, sale: &str) -> u16 {
         self.cluster().slot_of(&format!("{{sale:{sale}}}")).unwrap()
     }
@@ -110,9 +152,8 @@ impl Drill {
     /// How many orders of `sale` are in SQL now.
     async fn in_sql(&self, sale: &str) -> usize {
         let engine = Engine::connect_target(&self.target).await.unwrap();
-        let generation = engine.sale(sale).await.unwrap().generation as i64;
         let store = Store::open(&self.db).await.unwrap();
-        store.orders(sale, generation).await.unwrap().len()
+        common::in_sql(&engine, &store, sale).await.len()
     }
 
     /// After the buyers stopped: waits for the persister, then compares
@@ -120,9 +161,11 @@ impl Drill {
     async fn settle(&self, sale: &str, seen: &Bought) -> Outcome {
         wait_ready(&self.http, Duration::from_secs(20)).await;
         let engine = Engine::connect_target(&self.target).await.unwrap();
-        wait_drained(&mut engine.connection(), sale, Duration::from_secs(30))
-            .await
-            .unwrap();
+        for part in engine.parts(sale).await.unwrap() {
+            wait_drained(&mut engine.connection(), &part, Duration::from_secs(30))
+                .await
+                .unwrap();
+        }
         let store = Store::open(&self.db).await.unwrap();
         let state = engine.sale(sale).await.unwrap();
         let orders = seen.acknowledged.iter().map(|(o, _)| o.as_str());
@@ -147,6 +190,29 @@ impl Drill {
     }
 }
 
+/// A sharded sale's stock: half goes out over 3 shards at once, and a
+/// shard is refilled when down to 250, so transfers run even when a loaded
+/// machine sells slowly (a drill may sell out; `sold_out` is then checked).
+const SHARDED_STOCK: u64 = 3_000;
+
+/// What a sharded drill found of its sale's books.
+#[derive(Debug, serde::Serialize)]
+struct Books {
+    problems: Vec<String>,
+    transfers: usize,
+    sold: u64,
+    sold_out_answers: u64,
+}
+
+impl Books {
+    /// Nothing made or lost across pool, transfers and shards, and the
+    /// refiller moved units beyond the first stocking of the `shards`.
+    fn assert_balanced(&self, shards: usize) {
+        assert!(self.problems.is_empty(), "{self:?}");
+        assert!(self.transfers > shards, "no refill ran: {self:?}");
+    }
+}
+
 /// What one drill found, per sale.
 #[derive(Debug, serde::Serialize)]
 struct Outcome {
@@ -159,6 +225,15 @@ struct Outcome {
     lost: usize,
     oversold: u64,
     audit_clean: bool,
+}
+
+impl Outcome {
+    /// No acknowledged purchase forgotten, nothing oversold, audit clean.
+    fn assert_nothing_lost(&self) {
+        assert_eq!(self.forgotten, 0, "{self:?}");
+        assert_eq!(self.oversold, 0, "{self:?}");
+        assert!(self.audit_clean, "{self:?}");
+    }
 }
 
 /// Prints the figures `scripts/drills.sh` collects.
@@ -277,8 +352,7 @@ async fn drill_11_sigkill_of_the_sales_master_with_replica_durability() {
     };
     let (outcome, value) = kill_the_sales_master(durability).await;
     figures("11 replica", value);
-    assert_eq!(outcome.forgotten, 0, "{outcome:?}");
-    assert!(outcome.audit_clean, "{outcome:?}");
+    outcome.assert_nothing_lost();
 }
 
 /// Drill 12: `CLUSTER FAILOVER` on the sale's replica mid-sale.
@@ -308,9 +382,7 @@ async fn drill_12_manual_failover_mid_sale_loses_nothing() {
     );
     assert_eq!(drill.master_of(&sale), replica);
     assert!(resumed > 0, "selling did not resume after the failover");
-    assert_eq!(outcome.forgotten, 0, "{outcome:?}");
-    assert_eq!(outcome.oversold, 0);
-    assert!(outcome.audit_clean, "{outcome:?}");
+    outcome.assert_nothing_lost();
     assert!(slowest < ANSWER_BOUND, "an answer took {slowest:?}");
     drill.running.stop().await;
 }
@@ -345,9 +417,7 @@ async fn drill_13_the_sales_slot_moves_mid_sale() {
     assert_ne!(from, to);
     assert_eq!(drill.master_of(&sale), to);
     assert!(resumed > 0, "selling did not go on after the move");
-    assert_eq!(outcome.forgotten, 0, "{outcome:?}");
-    assert_eq!(outcome.oversold, 0);
-    assert!(outcome.audit_clean, "{outcome:?}");
+    outcome.assert_nothing_lost();
     drill.running.stop().await;
 }
 
@@ -465,5 +535,87 @@ async fn drill_14_a_frozen_master_stalls_only_its_own_sales() {
         "an answer took {:?}",
         frozen.latency(1.0)
     );
+    drill.running.stop().await;
+}
+
+/// Drill 17: a shard's master SIGKILLed mid-sale with `--durability
+/// replica`; its replica takes over and the killed node rejoins. Buyers of
+/// the other shards go on; the refiller goes on once it can read every
+/// shard again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drill_17_a_shards_master_killed_with_replica_durability() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let durability = Durability::Replica {
+        timeout: Duration::from_millis(250),
+    };
+    let mut drill = start(durability).await;
+    let shards = drill.sharded_sale().await;
+    let (shard, master) = shards[0].clone();
+    let buyers = Buyers::start(&drill.http, "hot");
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    let killed = Instant::now();
+    let promoted = drill.operate(move |c| c.kill_master(master)).await.unwrap();
+    drill.operate(move |c| c.rejoin(master)).await.unwrap();
+    let back = killed.elapsed();
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let mut seen = buyers.finish().await;
+    let resumed = acknowledged_after(&seen, killed + back);
+    let outcome = drill.settle("hot", &seen).await;
+    let books = drill.books("hot", &seen).await;
+    let slowest = seen.latency(1.0);
+    figures(
+        "17",
+        json!({
+            "killed_node_rejoined_ms": back.as_millis() as u64,
+            "unavailable_503": seen.unavailable,
+            "slowest_answer_ms": slowest.as_millis() as u64,
+            "acknowledged_after_recovery": resumed,
+            "outcome": outcome,
+            "books": books,
+        }),
+    );
+    assert_ne!(promoted, master);
+    assert_eq!(drill.master_of(&shard), promoted);
+    assert!(resumed > 0, "selling did not resume after the failover");
+    outcome.assert_nothing_lost();
+    books.assert_balanced(shards.len());
+    assert!(slowest < ANSWER_BOUND, "an answer took {slowest:?}");
+    drill.running.stop().await;
+}
+
+/// Drill 18: a shard's slot moved to another master mid-sale, while the
+/// refiller moves units to and from it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drill_18_a_shards_slot_moves_mid_sale() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let mut drill = start(Durability::Primary).await;
+    let shards = drill.sharded_sale().await;
+    let (shard, from) = shards[0].clone();
+    let to = shards[1].1;
+    let slot = drill.slot_of(&shard);
+    let MidSale {
+        mut seen,
+        took,
+        resumed,
+        outcome,
+    } = mid_sale(&mut drill, "hot", move |c| c.move_slot(slot, to)).await;
+    let books = drill.books("hot", &seen).await;
+    figures(
+        "18",
+        json!({
+            "move_ms": took.as_millis() as u64,
+            "unavailable_503": seen.unavailable,
+            "p99_ms": seen.latency(0.99).as_millis() as u64,
+            "slowest_answer_ms": seen.latency(1.0).as_millis() as u64,
+            "acknowledged_after_move": resumed,
+            "outcome": outcome,
+            "books": books,
+        }),
+    );
+    assert_ne!(from, to);
+    assert_eq!(drill.master_of(&shard), to);
+    assert!(resumed > 0, "selling did not go on after the move");
+    outcome.assert_nothing_lost();
+    books.assert_balanced(shards.len());
     drill.running.stop().await;
 }

@@ -12,20 +12,19 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+mod common;
+
 const TOKEN: &str = "conn";
 
 async fn serve(redis: &RedisServer, dir: &tempfile::TempDir, limits: Limits) -> Running {
     seckill_service::start(seckill_service::Config {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        redis: seckill_redis::Target::server(&redis.url()),
-        database_url: dir.path().join("o.db").to_string_lossy().into_owned(),
-        admin_token: TOKEN.to_owned(),
-        rate_per_user: 0.0,
-        burst_per_user: 1.0,
         background: false,
         limits,
-        archive_after: std::time::Duration::from_secs(3600),
-        durability: Default::default(),
+        ..common::config(
+            seckill_redis::Target::server(&redis.url()),
+            &dir.path().join("o.db").to_string_lossy(),
+            TOKEN,
+        )
     })
     .await
     .unwrap()
@@ -141,7 +140,10 @@ async fn half_sent_requests_are_closed_at_the_header_deadline_while_buyers_are_s
         "only {} purchases",
         latencies.len()
     );
-    assert!(p99 < Duration::from_millis(50), "buyers' p99 {p99:?}");
+    // Well under the header deadline: no buyer waited behind the
+    // half-sent requests. (Not a speed claim: other tests share the cores;
+    // 80 ms was seen under the whole suite.)
+    assert!(p99 < header_timeout / 4, "buyers' p99 {p99:?}");
     running.stop().await;
 }
 

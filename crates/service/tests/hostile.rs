@@ -31,16 +31,12 @@ fn rig() -> &'static Rig {
         let runtime = tokio::runtime::Runtime::new().unwrap();
         let running = runtime
             .block_on(seckill_service::start(seckill_service::Config {
-                listen: "127.0.0.1:0".parse().unwrap(),
-                redis: seckill_redis::Target::server(&redis.url()),
-                database_url: dir.path().join("o.db").to_string_lossy().into_owned(),
-                admin_token: "right-token".into(),
-                rate_per_user: 0.0,
-                burst_per_user: 1.0,
                 background: false,
-                limits: Default::default(),
-                archive_after: std::time::Duration::from_secs(3600),
-                durability: Default::default(),
+                ..common::config(
+                    seckill_redis::Target::server(&redis.url()),
+                    &dir.path().join("o.db").to_string_lossy(),
+                    "right-token",
+                )
             }))
             .unwrap();
         let base = format!("http://{}", running.addr);

@@ -21,6 +21,14 @@ pub fn assert_success(out: &Output) {
     );
 }
 
+/// The JSON objects a `--json` run printed, one per line of stdout.
+pub fn json_lines(out: &Output) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
 /// Every one of `calls` must fail with a message on stderr and no panic.
 pub fn assert_refused(calls: &[&[&str]]) {
     for args in calls {

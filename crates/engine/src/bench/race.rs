@@ -16,7 +16,8 @@ use crate::strategy::Purchaser;
 pub struct Race {
     /// What was asked and acknowledged, for [`super::verify()`].
     pub demand: Demand,
-    /// Answers by [`Outcome::code`], plus `"error"` for failed calls.
+    /// Answers by [`Outcome::code`], plus `"stock_moving"` (see
+    /// [`crate::Error::StockMoving`]) and `"error"` for failed calls.
     pub outcomes: BTreeMap<&'static str, u64>,
     /// Latency of every purchase call, in microseconds.
     pub latencies_us: Vec<u64>,
@@ -60,6 +61,9 @@ pub async fn race(
                         "ok"
                     }
                     Ok(other) => other.code(),
+                    // A sharded sale's buyer waited its bound for units
+                    // still moving: nothing bought, an answer, not a fault.
+                    Err(crate::Error::StockMoving(_)) => "stock_moving",
                     Err(e) => {
                         tracing::debug!(error = %e, "purchase failed");
                         "error"

@@ -1,4 +1,4 @@
--- Library-level constants of the engine's functions, built once when the
+-- Library-level constants and helpers of the engine's functions, built once when the
 -- library loads (only Lua's operators exist then: Redis offers no globals
 -- but `redis` at load time).
 --
@@ -14,4 +14,17 @@
 local ORDER_SUFFIX = {}
 for i = 0, 255 do
   ORDER_SUFFIX[i] = '-' .. i .. '|'
+end
+
+-- What a sharded sale's transfer step answers before it acts (shard_*.lua;
+-- m_gen, m_fence as read from the hash, gen and fence as sent): 'no_sale'
+-- for a hash not of this generation, 'fenced' once a refiller with a later
+-- fence acted on it; nil to go on.
+local function refused(m_gen, m_fence, gen, fence)
+  if m_gen ~= gen then
+    return 'no_sale'
+  end
+  if tonumber(fence) < tonumber(m_fence or '0') then
+    return 'fenced'
+  end
 end

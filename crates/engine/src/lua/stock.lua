@@ -13,8 +13,10 @@
 -- script, so the change lands between two purchases, never inside one.
 -- Units that become available are announced on seckill:restock, as a
 -- cancelled order's are, for services that remember a sale sold out.
--- Cost: 2 redis.calls (3 with the announcement), once per change.
-local m = redis.call('HMGET', KEYS[1], 'gen', 'inventory', 'stock', 'left')
+-- Cost: 2 redis.calls (3-5 with the announcement), once per change.
+-- A sharded sale's stock is its pool's: the change lands there, and a
+-- decrease can take only what no shard holds.
+local m = redis.call('HMGET', KEYS[1], 'gen', 'inventory', 'stock', 'left', 'drained')
 if m[1] ~= ARGV[1] then
   return 'no_sale'
 end
@@ -39,6 +41,12 @@ local new_left = new_stock - sold
 redis.call('HSET', KEYS[1], 'stock', string.format('%d', new_stock), 'left',
   string.format('%d', new_left))
 if new_left > left then
+  if m[5] then
+    -- A sharded sale (its `left` is the pool) is not drained any more,
+    -- and a refiller that read it before this must not say it is.
+    redis.call('HSET', KEYS[1], 'drained', '0')
+    redis.call('HINCRBY', KEYS[1], 'returns', 1)
+  end
   redis.call('PUBLISH', 'seckill:restock', redis.call('HGET', KEYS[1], 'id'))
 end
 return { new_stock, new_left }

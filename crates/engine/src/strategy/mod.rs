@@ -199,14 +199,28 @@ pub struct Purchaser {
 
 struct Shared {
     strategy: Strategy,
-    sale: String,
     per_user_limit: Option<u32>,
+    kind: Kind,
+    attempts: AtomicU64,
+}
+
+// One per purchaser, behind its Arc: the sizes of the variants do not matter.
+#[allow(clippy::large_enum_variant)]
+enum Kind {
+    One(One),
+    /// A sharded sale: a [`One`] per shard (see `shard/purchaser.rs`).
+    Sharded(crate::shard::purchaser::Sharded),
+}
+
+/// Buys in one sale (or one shard) with one strategy.
+pub(crate) struct One {
+    strategy: Strategy,
+    sale: String,
     /// The connection may send a purchase twice (see `Conn::may_resend`).
     may_resend: bool,
     /// With `Durability::Replica`: the sale's shared `WAIT`s.
     replica: Option<ReplicaGate>,
     imp: Imp,
-    attempts: AtomicU64,
 }
 
 impl std::fmt::Debug for Purchaser {
@@ -220,6 +234,62 @@ impl std::fmt::Debug for Purchaser {
 }
 
 impl Purchaser {
+    /// The purchaser of one unsharded sale.
+    pub(crate) fn one(one: One, per_user_limit: Option<u32>) -> Self {
+        Self::with(one.strategy, per_user_limit, Kind::One(one))
+    }
+
+    /// A sharded sale's purchaser: routing and waiting around each
+    /// shard's own [`One`] (which make request ids and confirm with
+    /// replicas).
+    pub(crate) fn sharded(
+        strategy: Strategy,
+        per_user_limit: Option<u32>,
+        sharded: crate::shard::purchaser::Sharded,
+    ) -> Self {
+        Self::with(strategy, per_user_limit, Kind::Sharded(sharded))
+    }
+
+    fn with(strategy: Strategy, per_user_limit: Option<u32>, kind: Kind) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                strategy,
+                per_user_limit,
+                kind,
+                attempts: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// The strategy this purchaser buys with.
+    pub fn strategy(&self) -> Strategy {
+        self.shared.strategy
+    }
+
+    /// The sale's per-user limit, as read when this purchaser was made.
+    pub fn per_user_limit(&self) -> Option<u32> {
+        self.shared.per_user_limit
+    }
+
+    /// Tries to buy. Refusals are `Ok(outcome)`; `Err` means the answer is
+    /// unknown (retry with the same request id where the strategy keeps them).
+    pub async fn purchase(&self, req: &PurchaseRequest) -> Result<Outcome> {
+        req.validate()?;
+        let (outcome, tries) = match &self.shared.kind {
+            Kind::One(one) => one.purchase(req).await?,
+            Kind::Sharded(sharded) => sharded.purchase(req).await?,
+        };
+        self.shared.attempts.fetch_add(tries, Ordering::Relaxed);
+        Ok(outcome)
+    }
+
+    /// Attempts made so far: purchases, plus `watch`'s retries on conflict.
+    pub fn attempts(&self) -> u64 {
+        self.shared.attempts.load(Ordering::Relaxed)
+    }
+}
+
+impl One {
     pub(crate) fn new(
         strategy: Strategy,
         ctx: Ctx,
@@ -262,7 +332,6 @@ impl Purchaser {
                 timeout,
             )),
         };
-        let per_user_limit = ctx.sale.per_user_limit;
         let may_resend = ctx.conn.may_resend();
         let imp = match strategy {
             Strategy::Lock => {
@@ -279,45 +348,30 @@ impl Purchaser {
             Strategy::Coalesced => Imp::Coalesced(coalesced::Coalescer::start(ctx, coalescer)),
         };
         Ok(Self {
-            shared: Arc::new(Shared {
-                strategy,
-                sale,
-                per_user_limit,
-                may_resend,
-                replica,
-                imp,
-                attempts: AtomicU64::new(0),
-            }),
+            strategy,
+            sale,
+            may_resend,
+            replica,
+            imp,
         })
     }
 
-    /// The strategy this purchaser buys with.
-    pub fn strategy(&self) -> Strategy {
-        self.shared.strategy
-    }
-
-    /// The sale's per-user limit, as read when this purchaser was made.
-    pub fn per_user_limit(&self) -> Option<u32> {
-        self.shared.per_user_limit
-    }
-
-    /// Tries to buy. Refusals are `Ok(outcome)`; `Err` means the answer is
-    /// unknown (retry with the same request id where the strategy keeps them).
-    pub async fn purchase(&self, req: &PurchaseRequest) -> Result<Outcome> {
-        req.validate()?;
-        let baseline = !matches!(self.shared.strategy, Strategy::Atomic | Strategy::Coalesced);
+    /// Buys for `req` (validated); answers the outcome and the attempts
+    /// it took.
+    pub(crate) async fn purchase(&self, req: &PurchaseRequest) -> Result<(Outcome, u64)> {
+        let baseline = !matches!(self.strategy, Strategy::Atomic | Strategy::Coalesced);
         if baseline && req.quantity != 1 {
             return Err(Error::Invalid {
                 field: "quantity",
                 reason: format!(
                     "the {} strategy sells one unit at a time",
-                    self.shared.strategy.name()
+                    self.strategy.name()
                 ),
             });
         }
         // A purchase the connection may send twice gets a request id of its
         // own, so a second run answers with the first one's order.
-        let made_id = req.request_id.is_none() && !baseline && self.shared.may_resend;
+        let made_id = req.request_id.is_none() && !baseline && self.may_resend;
         let with_id;
         let req = if made_id {
             with_id = req
@@ -327,8 +381,7 @@ impl Purchaser {
         } else {
             req
         };
-        let attempts = &self.shared.attempts;
-        let (outcome, tries) = match &self.shared.imp {
+        let (outcome, tries) = match &self.imp {
             Imp::Lock(s) => (s.purchase(req).await?, 1),
             Imp::Watch(s) => s.purchase(req).await?,
             Imp::List(s) => (s.purchase(req).await?, 1),
@@ -336,25 +389,20 @@ impl Purchaser {
             Imp::Atomic(s) => (s.purchase(req).await?, 1),
             Imp::Coalesced(s) => (s.purchase(req).await?, 1),
         };
-        attempts.fetch_add(tries, Ordering::Relaxed);
         // An order answered again (a repeated request id) may be the one a
         // replica has not confirmed yet: it waits too.
         let made = matches!(outcome, Outcome::Ok(_) | Outcome::Duplicate(_));
-        if let (true, Some(replica)) = (made, &self.shared.replica)
+        if let (true, Some(replica)) = (made, &self.replica)
             && !replica.confirm().await
         {
-            return Err(Error::NotReplicated(self.shared.sale.clone()));
+            return Err(Error::NotReplicated(self.sale.clone()));
         }
-        Ok(match outcome {
+        let outcome = match outcome {
             // Its own id seen again: the buyer's one purchase, sent twice.
             Outcome::Duplicate(order) if made_id => Outcome::Ok(order),
             outcome => outcome,
-        })
-    }
-
-    /// Attempts made so far: purchases, plus `watch`'s retries on conflict.
-    pub fn attempts(&self) -> u64 {
-        self.shared.attempts.load(Ordering::Relaxed)
+        };
+        Ok((outcome, tries))
     }
 }
 

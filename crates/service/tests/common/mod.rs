@@ -78,8 +78,9 @@ pub async fn wait_ready(http: &Http, within: Duration) {
 }
 
 /// Eight HTTP buyers buying one unit each per request, each with a fresh
-/// user and request id, until told to stop. 503s are counted and followed
-/// by a pause; any other refusal or a transport error fails the drill.
+/// user and request id, until told to stop. 503s and `sold_out` answers
+/// are counted and followed by a pause; any other refusal or a transport
+/// error fails the drill.
 pub struct Buyers {
     stop: Arc<AtomicBool>,
     tasks: Vec<tokio::task::JoinHandle<Bought>>,
@@ -92,6 +93,8 @@ pub struct Bought {
     pub acknowledged: Vec<(String, Instant)>,
     /// 503 answers.
     pub unavailable: u64,
+    /// 409 `sold_out` answers.
+    pub sold_out: u64,
     /// How long each answer took, in µs, 503s included.
     pub latencies_us: Vec<u64>,
 }
@@ -134,6 +137,10 @@ impl Buyers {
                                 seen.unavailable += 1;
                                 tokio::time::sleep(Duration::from_millis(10)).await;
                             }
+                            Ok((StatusCode::CONFLICT, answer)) if answer["code"] == "sold_out" => {
+                                seen.sold_out += 1;
+                                tokio::time::sleep(Duration::from_millis(10)).await;
+                            }
                             Ok((status, answer)) => panic!("unexpected {status}: {answer}"),
                             Err(e) => panic!("transport: {e}"),
                         }
@@ -153,6 +160,7 @@ impl Buyers {
             let seen = task.await.unwrap();
             all.acknowledged.extend(seen.acknowledged);
             all.unavailable += seen.unavailable;
+            all.sold_out += seen.sold_out;
             all.latencies_us.extend(seen.latencies_us);
         }
         all
@@ -160,21 +168,14 @@ impl Buyers {
 }
 
 /// Of the `acknowledged` orders of `sale`, those its Redis no longer has;
-/// and the ids of the sale's orders in SQL.
+/// and the ids of the sale's orders in SQL (a sharded sale's: its shards').
 pub async fn forgotten_and_in_sql<'a>(
     engine: &seckill_engine::Engine,
     store: &seckill_orders::Store,
     sale: &str,
     acknowledged: impl IntoIterator<Item = &'a str>,
 ) -> (Vec<String>, std::collections::HashSet<String>) {
-    let generation = engine.sale(sale).await.unwrap().generation as i64;
-    let in_sql = store
-        .orders(sale, generation)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|o| o.order_id)
-        .collect();
+    let in_sql = in_sql(engine, store, sale).await;
     let mut forgotten = Vec::new();
     for order in acknowledged {
         if matches!(
@@ -185,4 +186,19 @@ pub async fn forgotten_and_in_sql<'a>(
         }
     }
     (forgotten, in_sql)
+}
+
+/// The ids of `sale`'s orders in SQL; a sharded sale's are its shards'.
+pub async fn in_sql(
+    engine: &seckill_engine::Engine,
+    store: &seckill_orders::Store,
+    sale: &str,
+) -> std::collections::HashSet<String> {
+    let mut ids = std::collections::HashSet::new();
+    for part in engine.parts(sale).await.unwrap() {
+        let generation = engine.sale(&part).await.unwrap().generation as i64;
+        let orders = store.orders(&part, generation).await.unwrap();
+        ids.extend(orders.into_iter().map(|o| o.order_id));
+    }
+    ids
 }
