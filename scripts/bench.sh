@@ -1,28 +1,14 @@
 #!/usr/bin/env bash
 # Regenerates docs/benchmarks.md: runs every benchmark the page shows, in
 # one go, on this machine, and writes the page from their JSON output
-# (scripts/bench_doc.py). About ten minutes. Needs redis-server, curl,
+# (scripts/bench_doc.py), then docs/scaling.md (scripts/scaling.sh). About
+# twenty-five minutes. Needs redis-server, curl,
 # python3; PostgreSQL on 127.0.0.1:5432, MariaDB/MySQL on 127.0.0.1:3306 and
 # valgrind are used when present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
-cargo build --release -q -p seckill
-S=./target/release/seckill
-OUT=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  # Until they are gone: a server still writing its log keeps the folder.
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$OUT"
-}
-trap cleanup EXIT
-
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-step() { echo "== $*" >&2; }
+. scripts/run.sh
 
 step "lock-bench"
 for m in hot spread; do for w in counter empty; do
@@ -87,8 +73,6 @@ for _ in $(seq 50); do redis-cli -p "$RPORT" ping >/dev/null 2>&1 && break; slee
 REDIS=redis://127.0.0.1:$RPORT/
 # The lock's example, as the README shows it (its test runs the same code).
 cargo run -q --release -p seckill-lock --example guarded_counter -- "$REDIS" | grep -qx 'counter = 200'
-TICK=$(getconf CLK_TCK)
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 # http NAME STOCK SERVE-FLAGS LOAD-FLAGS: a fresh `serve`, a sale of STOCK
 # units (limit 5 per user), 200,000 purchases through `seckill load`; writes
@@ -128,3 +112,6 @@ http soldout 1000 "" ""
 step "writing docs/benchmarks.md"
 python3 scripts/bench_doc.py "$OUT" "$(date -u +%Y-%m-%d)" >docs/benchmarks.md
 echo "docs/benchmarks.md regenerated" >&2
+
+step "one sale over many masters: docs/scaling.md"
+bash scripts/scaling.sh

@@ -195,9 +195,9 @@ p("\n`atomic` is one script call per purchase; `coalesced` sends the purchases t
 
 p("### On a Redis Cluster\n")
 p("The same runs on a private cluster of 3 masters with a replica each (`--cluster`), "
-  "next to the one-server runs above. A sale lives on one master, so one sale's "
-  "purchases cost that master what they cost one server; the cluster adds masters "
-  "for more sales, not speed for one. `redis µs` is summed over the masters; the "
+  "next to the one-server runs above. A sale lives on one master, so the cluster "
+  "adds masters for more sales, not speed for one (a sharded sale, `--shards`, "
+  "spreads one sale). `redis µs` is summed over the masters; the "
   "`--compare` baselines run against the master of their own sale.\n")
 p("```sh\nseckill bench --cluster --strategy atomic    --stock 300000 --buyers 300000 --concurrency 256 --compare --json\n"
   "seckill bench --cluster --strategy coalesced --stock 300000 --buyers 300000 --concurrency 256 --compare --json\n"

@@ -1,4 +1,4 @@
-"""Writes the cluster drills' figures into docs/reliability.md.
+"""Writes the cluster and sharded-sale drills' figures into docs/reliability.md.
 
 Reads the `drill-figures {...}` lines the drills print (scripts/drills.sh)
 and replaces the table between the cluster-drills markers of the page.
@@ -23,6 +23,18 @@ def outcome(o):
         f"({o['reported']} reported by the audit, {o['lost']} in neither Redis nor SQL); "
         f"oversold {o['oversold']}; audit {'clean' if o['audit_clean'] else 'NOT clean'}"
     )
+
+
+def transfer(record):
+    """An open transfer as the sale's hash records it, `t|from|to|units|…`."""
+    t, source, to, units = record.split("|")[:4]
+    source = "the pool" if source == "p" else f"shard {source}"
+    return f"transfer {t} ({n(int(units))} units from {source} to shard {to})"
+
+
+def books(b):
+    problems = len(b["problems"])
+    return f"{b['transfers']} transfers, {problems} book problems"
 
 
 def row(d, f):
@@ -80,6 +92,33 @@ def row(d, f):
             f"fences {f['stale_fence']} → {f['fresh_fence']}; stale write refused: {'yes' if f['stale_write_refused'] else 'NO'}; replica took over after {n(f['failover_ms'])} ms",
             "`crates/lock/tests/cluster.rs` `drill_15_…`",
         )
+    if d == "16":
+        return (
+            "16", "a sharded sale's refiller SIGKILLed mid-transfer",
+            "two `serve` processes on one server; a sale of 8,000 over 4 shards bought through the first; it is frozen when a transfer is open and SIGKILLed; the rest bought through the second",
+            "the second finishes the open transfer once the lease lapses (a later fence); each transfer in the ledger once; books balance; sold == stock; every acknowledged order in SQL; audit clean",
+            f"killed with {transfer(f['open_at_kill'])} open (fence {f['fence_at_kill']}), ended by fence {f['finished_by_fence']}; {f['transfers']} transfers; "
+            f"sold {n(f['sold'])} of {n(f['stock'])}, sold out {n(f['sold_out_after_kill_ms'])} ms after the kill; {n(f['acknowledged_in_sql'])} acknowledged, all in SQL; {f['problems']} book problems",
+            "`crates/cli/tests/drills.rs` `drill_16_…`",
+        )
+    if d == "17":
+        return (
+            "17", "a shard's master SIGKILLed, `--durability replica`",
+            "8 HTTP buyers on a sale of 3,000 over 3 shards (one per master); one shard's master SIGKILLed 1 s in; its replica takes over; the killed node rejoins",
+            "0 acknowledged purchases lost; books balance; refills ran; `sold_out` only once all sold; audit clean",
+            f"killed node back as a replica after {n(f['killed_node_rejoined_ms'])} ms; {n(f['unavailable_503'])} 503s, slowest answer {n(f['slowest_answer_ms'])} ms; "
+            f"{n(f['acknowledged_after_recovery'])} sold after; {books(f['books'])}; " + outcome(f["outcome"]),
+            test,
+        )
+    if d == "18":
+        return (
+            "18", "a shard's slot moved mid-sale",
+            "as 17, but one shard's slot moved to another master 1 s in",
+            "purchases and transfers go on; 0 lost; books balance; audit clean",
+            f"move {n(f['move_ms'])} ms; {n(f['unavailable_503'])} 503s; p99 {f['p99_ms']} ms, slowest {f['slowest_answer_ms']} ms; "
+            f"{books(f['books'])}; " + outcome(f["outcome"]),
+            test,
+        )
     raise SystemExit(f"unknown drill {d}")
 
 
@@ -90,7 +129,7 @@ def main():
         if m:
             record = json.loads(m.group(1))
             figures[record["drill"]] = record["figures"]
-    order = ["11 default", "11 replica", "12", "13", "14", "15"]
+    order = ["11 default", "11 replica", "12", "13", "14", "15", "16", "17", "18"]
     missing = [d for d in order if d not in figures]
     if missing:
         raise SystemExit(f"no figures for drills {missing}")
