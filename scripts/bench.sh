@@ -16,7 +16,9 @@ for m in hot spread; do for w in counter empty; do
 done; done
 
 step "bench: all strategies"
-$S bench --strategy all --stock 1000 --buyers 10000 --concurrency 256 --per-user-limit 1 --compare --json >"$OUT/all.jsonl"
+mkdir -p docs/img
+$S bench --strategy all --stock 1000 --buyers 10000 --concurrency 256 --per-user-limit 1 --compare --json \
+  --plot docs/img/bench-strategies.svg >"$OUT/all.jsonl"
 
 step "bench: production path"
 for s in atomic coalesced; do
@@ -104,7 +106,10 @@ http() {
 }
 # Three alternating pairs: one pair's ratio moves with the machine.
 for i in 1 2 3; do
-  http stock-$i 1000000 "" --request-ids
+  # The first row is also drawn, second by second.
+  plot=""
+  [ "$i" = 1 ] && plot="--plot docs/img/load.svg"
+  http stock-$i 1000000 "" "--request-ids $plot"
   http nobg-$i 1000000 --no-background --request-ids
 done
 http soldout 1000 "" ""

@@ -152,9 +152,11 @@ def baselines_table(bases):
 
 p("### All strategies, the classic scenario (1,000 units, 10,000 buyers)\n")
 p("```sh\nseckill bench --strategy all --stock 1000 --buyers 10000 --concurrency 256 "
-  "--per-user-limit 1 --compare --json\n```\n")
+  "--per-user-limit 1 --compare --json --plot docs/img/bench-strategies.svg\n```\n")
 strategies, bases = split(lines("all.jsonl"))
 p(table(SALES_HEAD, sales_rows(strategies)))
+p("\n![Each strategy's purchases per second and p99 latency, and the latency "
+  "CDFs of this run](img/bench-strategies.svg)")
 p("\nSame run:\n")
 p(baselines_table(bases))
 p("\nMost of these buyers are refused (sold out or over the limit), so this table "
@@ -342,7 +344,7 @@ p("```sh\n# NAME/STOCK: stock-N/1000000, nobg-N/1000000 (with --no-background), 
   "    -d '{\"id\":\"'$NAME'\",\"name\":\"'$NAME'\",\"stock\":'$STOCK',\"per_user_limit\":5}' "
   "http://127.0.0.1:$WEB/v1/sales\n"
   "seckill load --url http://127.0.0.1:$WEB --sale $NAME --buyers 200000 --concurrency 256 "
-  "[--request-ids] --redis-url $REDIS --json\n```\n")
+  "[--request-ids] --redis-url $REDIS --json [--plot docs/img/load.svg]\n```\n")
 rows = []
 rates = {}
 runs = []
@@ -365,6 +367,9 @@ for name, what in runs:
                  num(r.get("redis_cpu_us_per_request"), 2), num(r["sold"]), r["oversold"]])
 p(table(["load", "requests/s", "p50 ms", "p99 ms", "service CPU µs per request",
          "redis µs per request", "redis cpu µs per request", "sold", "oversold"], rows))
+p("\nThe first row second by second (`--plot`): answers per second and latency.\n")
+p("![Answers per second and p50/p99 latency over the first row's "
+  "load](img/load.svg)")
 ratios = [rates[f"stock-{i}"] / rates[f"nobg-{i}"] for i in (1, 2, 3)
           if f"stock-{i}" in rates and f"nobg-{i}" in rates]
 if ratios:

@@ -66,6 +66,10 @@ pub struct Args {
     /// Print one JSON object per strategy (and per baseline) per line.
     #[arg(long)]
     json: bool,
+    /// Also draw the run as an SVG picture here: each strategy's
+    /// purchases/s and p99, and their latency CDFs.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<std::path::PathBuf>,
 }
 
 /// The strategies a run covers: one by name, or `all`.
@@ -116,6 +120,9 @@ struct Row {
     /// A sharded sale: each shard, and the transfers between them.
     #[serde(skip_serializing_if = "Option::is_none")]
     sharded: Option<ShardedRun>,
+    /// With `--plot`: latency at evenly spaced quantiles.
+    #[serde(skip)]
+    cdf: Vec<(f64, f64)>,
     /// With `--persist-to`: what persisting the orders cost.
     #[serde(flatten)]
     persisted: Option<Persisted>,
@@ -232,8 +239,9 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         None => None,
     };
     let mut rows = Vec::new();
+    let mut pictured = Vec::new();
     for strategy in strategies {
-        let row = bench(
+        let mut row = bench(
             &engine,
             &target.redis,
             &args,
@@ -245,7 +253,18 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         if args.json {
             println!("{}", serde_json::to_string(&row)?);
         }
+        if args.plot.is_some() {
+            pictured.push(crate::plot::StrategyRun {
+                name: row.strategy,
+                purchases_per_s: row.purchases_per_s,
+                p99_ms: row.p99_ms,
+                cdf: std::mem::take(&mut row.cdf),
+            });
+        }
         rows.push(row);
+    }
+    if let Some(path) = &args.plot {
+        crate::plot::strategies(path, &pictured)?;
     }
     let baselines = if args.compare {
         compare(&engine, &target, &run_id).await?
@@ -389,6 +408,10 @@ async fn bench(
                 .is_none_or(|p| p.orders == outcome.demand.acknowledged.len() as u64),
         persisted,
         sharded,
+        cdf: match args.plot {
+            Some(_) => crate::plot::cdf(&outcome.latencies_us, 200),
+            None => Vec::new(),
+        },
         verdict,
     })
 }

@@ -3,7 +3,8 @@
 //! SQLite file in a temporary directory. A 100-unit sale, 20,000 buyers
 //! over HTTP (some repeating, some retrying with the same request id), some
 //! winners paying as they win and some abandoning; the abandoned units expire and are
-//! sold again; then the audit. Exit 0 only if everything checks out.
+//! sold again; then the audit. Exit 0 only if everything checks out. With
+//! `--dashboard` the service stays up afterwards for its live dashboard.
 
 use std::collections::{BTreeMap, HashSet};
 use std::process::ExitCode;
@@ -36,6 +37,10 @@ pub struct Args {
     /// Requests in flight at once.
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     concurrency: u32,
+    /// Keep the service up after the demo, print the live dashboard's URL
+    /// and admin token, and stop on Ctrl-C or SIGTERM.
+    #[arg(long)]
+    dashboard: bool,
 }
 
 pub async fn run(args: Args) -> Result<ExitCode> {
@@ -61,7 +66,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     .context("starting the service")?;
     let base = format!("http://{}", running.addr);
     println!("service on {base}, redis {redis}, orders in {database}");
-    let admin = Http::new(&base, Some(token));
+    let admin = Http::new(&base, Some(token.clone()));
     let http = Http::new(&base, None);
 
     // The sale: if an earlier demo left one on a shared Redis, start over.
@@ -143,7 +148,6 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     wait_drained(&mut engine.connection(), SALE, Duration::from_secs(10)).await?;
     let report = audit(&engine, &store, SALE).await?;
     let (_, sale) = http.get(&format!("/v1/sales/{SALE}")).await?;
-    running.stop().await;
 
     let sold = sale["sold"].as_u64().unwrap_or(0);
     println!();
@@ -185,6 +189,14 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         started.elapsed().as_secs_f64()
     );
     let ok = report.clean && sold == STOCK && !codes.contains_key("transport_error");
+    if args.dashboard {
+        println!();
+        println!("dashboard: {base}/dashboard");
+        println!("admin token: {token}");
+        println!("the service stays up; Ctrl-C stops it");
+        crate::signals::shutdown().await;
+    }
+    running.stop().await;
     Ok(if ok {
         ExitCode::SUCCESS
     } else {

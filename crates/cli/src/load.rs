@@ -42,6 +42,10 @@ pub struct Args {
     redis_url: Option<String>,
     #[arg(long)]
     json: bool,
+    /// Also draw the run as an SVG picture here: answers per second and
+    /// latency, second by second.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<std::path::PathBuf>,
 }
 
 #[derive(Serialize)]
@@ -122,9 +126,11 @@ pub async fn load(http: &Http, args: &Args) -> Result<Report> {
     for _ in 0..args.concurrency {
         let (http, next, path, bar) = (http.clone(), next.clone(), path.clone(), bar.clone());
         let (buyers, request_ids) = (args.buyers, args.request_ids);
+        let keep_samples = args.plot.is_some();
         tasks.push(tokio::spawn(async move {
             let mut latency = Latency::default();
             let mut codes: BTreeMap<String, u64> = BTreeMap::new();
+            let mut samples = Vec::new();
             loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 if i >= buyers || Instant::now() >= deadline {
@@ -136,24 +142,34 @@ pub async fn load(http: &Http, args: &Args) -> Result<Report> {
                 }
                 let t = Instant::now();
                 let answer = http.post(&path, &body).await;
-                latency.record(t.elapsed());
+                let took = t.elapsed();
+                latency.record(took);
                 let code = match answer {
                     Ok((status, body)) => code(status, &body),
                     Err(_) => "transport_error".to_owned(),
                 };
+                if keep_samples {
+                    samples.push(Sample {
+                        at: started.elapsed(),
+                        took,
+                        ok: code == "ok",
+                    });
+                }
                 *codes.entry(code).or_default() += 1;
                 if i % 256 == 0 {
                     bar.set_position(i);
                 }
             }
-            (latency, codes)
+            (latency, codes, samples)
         }));
     }
     let mut latency = Latency::default();
     let mut codes: BTreeMap<String, u64> = BTreeMap::new();
+    let mut samples = Vec::new();
     for task in tasks {
-        let (l, c) = task.await?;
+        let (l, c, s) = task.await?;
         latency.merge(&l);
+        samples.extend(s);
         for (k, v) in c {
             *codes.entry(k).or_default() += v;
         }
@@ -168,6 +184,9 @@ pub async fn load(http: &Http, args: &Args) -> Result<Report> {
         None => None,
     };
     bar.finish_and_clear();
+    if let Some(path) = &args.plot {
+        crate::plot::load(path, &per_second(&samples))?;
+    }
     let (_, sale) = http
         .get(&format!("/v1/sales/{}", args.sale))
         .await
@@ -190,4 +209,39 @@ pub async fn load(http: &Http, args: &Args) -> Result<Report> {
         redis_us_per_request: cost.map(|c| c.0),
         redis_cpu_us_per_request: cost.and_then(|c| c.1),
     })
+}
+
+/// One answered request, kept for `--plot`.
+struct Sample {
+    /// When it was answered, since the load started.
+    at: Duration,
+    took: Duration,
+    ok: bool,
+}
+
+/// The samples second by second (a second with none counts zero).
+fn per_second(samples: &[Sample]) -> Vec<crate::plot::LoadSecond> {
+    let n = samples
+        .iter()
+        .map(|s| s.at.as_secs() + 1)
+        .max()
+        .unwrap_or(0) as usize;
+    let mut seconds: Vec<(u64, u64, Latency)> = vec![(0, 0, Latency::default()); n];
+    for s in samples {
+        let second = &mut seconds[s.at.as_secs() as usize];
+        second.0 += u64::from(s.ok);
+        second.1 += 1;
+        second.2.record(s.took);
+    }
+    seconds
+        .into_iter()
+        .enumerate()
+        .map(|(t, (ok, answers, latency))| crate::plot::LoadSecond {
+            t: t as f64,
+            ok: ok as f64,
+            answers: answers as f64,
+            p50_ms: latency.ms(0.5),
+            p99_ms: latency.ms(0.99),
+        })
+        .collect()
 }

@@ -11,6 +11,7 @@
 //! - `lock_bench`: `seckill lock-bench`, contention benchmark of the lock.
 //! - `target`: which Redis a command talks to (given URL or a private server).
 //! - `stats`: latency histograms and the progress bar shared by benchmarks.
+//! - `plot`: SVG pictures of `bench` and `load` runs (`--plot`).
 //! - `redis_benchmark`: runs `redis-benchmark` on the same server for a
 //!   same-run baseline.
 //! - `redis_cost`: Redis time per purchase, from the server's command stats
@@ -23,6 +24,7 @@ mod demo;
 mod load;
 mod lock_bench;
 mod persist;
+mod plot;
 mod redis_benchmark;
 mod redis_cost;
 mod serve;

@@ -6,6 +6,8 @@ use common::{assert_refused, run as seckill};
 
 #[test]
 fn every_strategy_reports_a_clean_verified_run_as_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let plot = dir.path().join("strategies.svg");
     let out = seckill(&[
         "bench",
         "--strategy",
@@ -19,8 +21,26 @@ fn every_strategy_reports_a_clean_verified_run_as_json() {
         "--per-user-limit",
         "1",
         "--json",
+        "--plot",
+        plot.to_str().unwrap(),
     ]);
     common::assert_success(&out);
+    // The picture: both panels of bars and a CDF line per strategy.
+    common::assert_svg(
+        &plot,
+        &[
+            "purchases per second",
+            "p99 latency, ms",
+            "latency CDF (ms, log scale)",
+            "lock",
+            "watch",
+            "list",
+            "lua",
+            "atomic",
+            "coalesced",
+        ],
+        12,
+    );
     let rows = common::json_lines(&out);
     let names: Vec<&str> = rows
         .iter()

@@ -43,6 +43,59 @@ fn demo_runs_a_whole_sale_and_exits_0_with_a_clean_audit() {
     }
 }
 
+/// `seckill demo --dashboard`: after the demo the service stays up, the
+/// dashboard's URL and admin token are printed, the page and the sale
+/// answer, and SIGTERM stops it with the demo's exit code.
+#[test]
+fn demo_with_dashboard_keeps_the_service_up_until_stopped() {
+    let mut demo = seckill()
+        .args([
+            "demo",
+            "--dashboard",
+            "--buyers",
+            "2000",
+            "--concurrency",
+            "50",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(demo.stdout.take().unwrap()).lines();
+    let mut printed = String::new();
+    let mut field = |prefix: &str| loop {
+        let line = lines
+            .next()
+            .unwrap_or_else(|| panic!("no {prefix:?} in:\n{printed}"))
+            .unwrap();
+        printed.push_str(&line);
+        printed.push('\n');
+        if let Some(value) = line.strip_prefix(prefix) {
+            break value.to_owned();
+        }
+    };
+    let url = field("dashboard: ");
+    let token = field("admin token: ");
+    assert!(
+        printed.contains("audit") && printed.contains("clean"),
+        "{printed}"
+    );
+    let base = url.strip_suffix("/dashboard").expect(&url).to_owned();
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let admin = seckill_service::client::Http::new(&base, Some(token));
+    // The page is HTML: the JSON client reads it as no value.
+    let (status, page) = runtime.block_on(admin.get("/dashboard")).unwrap();
+    assert_eq!((status.as_u16(), page), (200, serde_json::Value::Null));
+    let (status, sale) = runtime.block_on(admin.get("/v1/sales/demo")).unwrap();
+    assert_eq!(status.as_u16(), 200, "{sale}");
+    assert_eq!(sale["sold"], 100, "{sale}");
+
+    // SAFETY: a signal to our own child.
+    unsafe { libc::kill(demo.id() as i32, libc::SIGTERM) };
+    assert!(demo.wait().unwrap().success());
+}
+
 /// `seckill demo --cluster`: the same demo on a private 3-master +
 /// 3-replica Redis Cluster, audit clean, exit 0.
 #[test]
@@ -136,7 +189,9 @@ fn serve_answers_load_then_stops_gracefully_on_sigterm() {
             "--redis-url",
             &redis.url(),
             "--json",
+            "--plot",
         ])
+        .arg(dir.path().join("load.svg"))
         .output()
         .unwrap();
     assert!(
@@ -149,6 +204,11 @@ fn serve_answers_load_then_stops_gracefully_on_sigterm() {
     assert_eq!(report["sold"], 500, "{report}");
     assert_eq!(report["oversold"], 0);
     assert_eq!(report["codes"]["ok"], 500, "{report}");
+    common::assert_svg(
+        &dir.path().join("load.svg"),
+        &["answers per second", "latency, ms", "purchases (ok)", "p99"],
+        8,
+    );
     common::assert_positive(
         &report,
         &[

@@ -92,6 +92,68 @@ pub async fn unpersisted(
     })
 }
 
+/// How far SQL is behind Redis for one sale.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Backlog {
+    /// Stream entries not yet committed to SQL (see [`unpersisted`]).
+    pub entries: u64,
+    /// When the oldest of them was added, ms since the Unix epoch by the
+    /// Redis server's clock (its stream entry id); `None` when none is left.
+    pub oldest_ms: Option<u64>,
+}
+
+impl Backlog {
+    /// How long the oldest entry not yet in SQL has waited, as of `now_ms`
+    /// (0 when none is left).
+    pub fn lag_ms(&self, now_ms: u64) -> u64 {
+        self.oldest_ms.map_or(0, |at| now_ms.saturating_sub(at))
+    }
+}
+
+/// Sale `sale_id`'s entries not yet in SQL, and the age of the oldest: the
+/// first of the oldest batch read and not committed, else the first entry
+/// not yet read.
+///
+/// ```no_run
+/// # async fn run(mut conn: redis::aio::MultiplexedConnection) -> seckill_orders::Result<()> {
+/// let backlog = seckill_orders::backlog(&mut conn, "drop-1").await?;
+/// println!("{} entries behind", backlog.entries);
+/// # Ok(()) }
+/// ```
+pub async fn backlog(
+    conn: &mut (impl ConnectionLike + Send + Sync),
+    sale_id: &str,
+) -> Result<Backlog> {
+    let entries = unpersisted(conn, sale_id).await?;
+    if entries == 0 {
+        return Ok(Backlog::default());
+    }
+    let keys = SaleStream::new(sale_id)?;
+    let read = in_flight(conn, &keys.persisting).await?;
+    let oldest = match read.iter().map(|b| entry_number(&b.first)).min() {
+        Some((ms, _)) => Some(ms),
+        None => {
+            let after = match group_info(conn, &keys.stream).await? {
+                Some(g) => format!("({}", g.last_delivered_id),
+                None => "-".to_owned(),
+            };
+            let first: Vec<(String, HashMap<String, redis::Value>)> = redis::cmd("XRANGE")
+                .arg(&keys.stream)
+                .arg(after)
+                .arg("+")
+                .arg("COUNT")
+                .arg(1)
+                .query_async(conn)
+                .await?;
+            first.first().map(|(id, _)| entry_number(id).0)
+        }
+    };
+    Ok(Backlog {
+        entries,
+        oldest_ms: oldest,
+    })
+}
+
 /// The lowest entry id of sale `sale_id`'s stream not yet committed: the
 /// first of the oldest batch read, or the one after the last delivered.
 /// Entries below it are safe to drop. `None` if the group does not exist.

@@ -7,7 +7,8 @@
 //! - `persister`: [`Persister`], the consumer-group reader: a batch stays
 //!   recorded until committed, abandoned batches are persisted again by
 //!   another, streams are trimmed only below what is committed.
-//! - `backlog`: [`unpersisted`] and [`wait_drained`]: what is not yet in SQL.
+//! - `backlog`: [`unpersisted`], [`backlog()`] and [`wait_drained`]: what is
+//!   not yet in SQL, and how long it has waited.
 //! - `sweeper`: [`sweep_forever`], expiry of unpaid orders in every sale.
 //! - `audit`: [`audit()`] and [`repair_from_sql`].
 //! - `archive`: [`archive()`] and [`archive_forever`]: finished sales leave
@@ -35,7 +36,7 @@ mod sweeper;
 
 pub use archive::{Archived, archive, archive_due, archive_forever};
 pub use audit::{Finding, Report, audit, repair_from_sql};
-pub use backlog::{unpersisted, wait_drained};
+pub use backlog::{Backlog, backlog, unpersisted, wait_drained};
 pub use error::{Error, Result};
 pub use persister::{GROUP, PLAIN_COMMANDS, Persister, PersisterConfig};
 pub use store::{Store, StoredOrder, StoredSale};

@@ -505,6 +505,37 @@ impl Store {
         .await?)
     }
 
+    /// How many orders of one generation of a sale SQL holds in each state
+    /// (`pending_payment`, `paid`, `cancelled`, `expired`).
+    ///
+    /// ```no_run
+    /// # async fn run(store: seckill_orders::Store) -> seckill_orders::Result<()> {
+    /// let states = store.order_states("drop-1", 1_700_000_000_000).await?;
+    /// println!("{} paid", states.get("paid").unwrap_or(&0));
+    /// # Ok(()) }
+    /// ```
+    pub async fn order_states(
+        &self,
+        sale_id: &str,
+        generation: i64,
+    ) -> Result<std::collections::BTreeMap<String, u64>> {
+        let (low, high) = OrderId::bounds(sale_id, u64::try_from(generation).ok());
+        let rows: Vec<(String, i64)> = sqlx::query_as(&self.dialect.params(
+            "SELECT state, COUNT(*) FROM orders WHERE order_id > $1 AND order_id < $2 \
+             AND sale_id = $3 AND generation = $4 GROUP BY state",
+        ))
+        .bind(low)
+        .bind(high)
+        .bind(sale_id)
+        .bind(generation)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(state, n)| (state, n.max(0) as u64))
+            .collect())
+    }
+
     /// A page of a sale's orders, optionally of one user, after order id
     /// `after` (exclusive), at most `limit`.
     pub async fn orders_page(

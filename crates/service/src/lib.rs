@@ -12,6 +12,10 @@
 //! - `limiter`: the per-user rate limit.
 //! - `listener`: accepting connections: the cap, header and idle timeouts.
 //! - `metrics`: Prometheus metrics.
+//! - `activity`: this instance's purchases per sale and second (answers by
+//!   code, latency), kept for the last minutes.
+//! - `dashboard`: `GET /dashboard`, a page embedded in the binary, fed by
+//!   `GET /v1/dashboard/stream` (admin only, a frame a second).
 //! - `client`: [`client::Http`], a JSON client of this API (load, demo, tests).
 //! - `error`: [`ApiError`] (what clients see) and [`Error`] (start-up).
 //!
@@ -37,7 +41,9 @@
 
 #![warn(missing_docs, missing_debug_implementations)]
 
+mod activity;
 pub mod client;
+mod dashboard;
 mod error;
 mod extract;
 mod limiter;

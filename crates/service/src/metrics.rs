@@ -1,5 +1,7 @@
 //! Prometheus metrics: requests by route and status, latency, purchase
-//! outcomes (counted in `routes`), and the order streams' backlog.
+//! outcomes (counted in `state`), connections refused or timed out
+//! (`listener`), and per sale its stock and the order stream's backlog and
+//! lag. `docs/grafana/seckill.json` charts them.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
@@ -35,6 +37,12 @@ pub fn install() {
     static UPKEEP: OnceLock<()> = OnceLock::new();
     UPKEEP.get_or_init(|| {
         let handle = handle().clone();
+        // Counters of rare events exist from the start, at 0, so a query
+        // of their rate has a series before the first one happens.
+        metrics::counter!("seckill_connections_refused_total").absolute(0);
+        for why in ["header", "idle"] {
+            metrics::counter!("seckill_connections_timed_out_total", "why" => why).absolute(0);
+        }
         std::thread::Builder::new()
             .name("metrics-upkeep".into())
             .spawn(move || {
@@ -64,13 +72,27 @@ pub async fn track(request: Request, next: Next) -> Response {
     response
 }
 
-/// `GET /metrics`: refreshes the backlog gauge, then renders everything.
+/// `GET /metrics`: refreshes the per-sale gauges (stock, and what is not
+/// yet in SQL: per shard for a sharded sale), then renders everything.
 pub async fn render(State(state): State<Arc<AppState>>) -> Response {
     if let Ok(sales) = state.engine.sale_ids().await {
         let mut conn = state.redis.clone();
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
         for sale in sales {
-            if let Ok(n) = seckill_orders::unpersisted(&mut conn, &sale).await {
-                metrics::gauge!("seckill_stream_backlog", "sale" => sale).set(n as f64);
+            if !seckill_engine::is_shard(&sale)
+                && let Ok(s) = state.engine.sale(&sale).await
+            {
+                metrics::gauge!("seckill_sale_remaining", "sale" => sale.clone())
+                    .set(s.remaining as f64);
+                metrics::gauge!("seckill_sale_sold", "sale" => sale.clone()).set(s.sold as f64);
+            }
+            if let Ok(b) = seckill_orders::backlog(&mut conn, &sale).await {
+                let lag = b.lag_ms(now_ms) as f64 / 1000.0;
+                metrics::gauge!("seckill_stream_backlog", "sale" => sale.clone())
+                    .set(b.entries as f64);
+                metrics::gauge!("seckill_stream_lag_seconds", "sale" => sale).set(lag);
             }
         }
     }

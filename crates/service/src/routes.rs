@@ -326,19 +326,24 @@ pub async fn purchase(
         request_id,
     };
     req.validate()?;
-    let outcome = match state.purchase(&id, &req).await {
-        Err(e) if e.code == "sale_not_found" => archived_purchase(&state, &id, &req).await?,
-        other => other?,
-    };
-    match outcome {
-        Outcome::Ok(order) | Outcome::Duplicate(order) => Ok(Json(json!({
-            "order_id": order.order_id,
-            "status": "pending_payment",
-            "quantity": order.quantity,
-        }))
-        .into_response()),
-        refused => Err(refusal(refused)),
+    let started = std::time::Instant::now();
+    let answer = match state.purchase(&id, &req).await {
+        Err(e) if e.code == "sale_not_found" => archived_purchase(&state, &id, &req).await,
+        other => other,
     }
+    .and_then(|outcome| match outcome {
+        Outcome::Ok(order) | Outcome::Duplicate(order) => Ok(order),
+        refused => Err(refusal(refused)),
+    });
+    let code = answer.as_ref().map_or_else(|e| e.code, |_| "ok");
+    state.activity.record(&id, code, started.elapsed());
+    let order = answer?;
+    Ok(Json(json!({
+        "order_id": order.order_id,
+        "status": "pending_payment",
+        "quantity": order.quantity,
+    }))
+    .into_response())
 }
 
 /// A purchase of a sale no longer in Redis: an archived sale has ended, and
@@ -564,7 +569,7 @@ pub async fn not_found() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route")
 }
 
-fn auth(headers: &HeaderMap) -> Option<&str> {
+pub(crate) fn auth(headers: &HeaderMap) -> Option<&str> {
     headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())

@@ -18,7 +18,7 @@ use crate::error::ApiError;
 use crate::limiter::Limiter;
 use crate::listener::Limits;
 use crate::state::AppState;
-use crate::{metrics, routes};
+use crate::{dashboard, metrics, routes};
 
 /// Largest request body accepted.
 pub const BODY_LIMIT: usize = 16 * 1024;
@@ -105,6 +105,7 @@ pub async fn start(config: Config) -> Result<Running, crate::Error> {
     let engine = Engine::connect_target_lazy(&config.redis)?.with_durability(config.durability);
     let store = Store::open(&config.database_url).await?;
     let redis = engine.connection();
+    let (stop, stopped) = watch::channel(false);
     let state = Arc::new(AppState::new(
         engine.clone(),
         store.clone(),
@@ -112,10 +113,10 @@ pub async fn start(config: Config) -> Result<Running, crate::Error> {
         Limiter::new(config.rate_per_user, config.burst_per_user),
         redis,
         config.limits.header_timeout,
+        stopped.clone(),
     ));
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let addr = listener.local_addr()?;
-    let (stop, stopped) = watch::channel(false);
     let serve_stopped = stopped.clone();
     let until_stopped = move || {
         let mut stopped = stopped.clone();
@@ -174,6 +175,9 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/readyz", get(routes::readyz))
         .route("/metrics", get(metrics::render))
         .route("/openapi.json", get(routes::openapi))
+        .route("/dashboard", get(dashboard::page))
+        .route("/dashboard/app.js", get(dashboard::script))
+        .route("/v1/dashboard/stream", get(dashboard::stream))
         .fallback(routes::not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))

@@ -9,6 +9,7 @@ use seckill_engine::{Engine, Outcome, PurchaseRequest, Purchaser, Strategy};
 use seckill_orders::Store;
 use subtle::ConstantTimeEq;
 
+use crate::activity::Activity;
 use crate::error::ApiError;
 use crate::limiter::Limiter;
 
@@ -30,6 +31,11 @@ pub struct AppState {
     /// How long a request body may take once its header is in: the
     /// connections' header timeout.
     pub body_deadline: Duration,
+    /// This instance's purchases per sale and second, for the dashboard.
+    pub activity: Activity,
+    /// Turns true when the service stops: long-lived answers (the
+    /// dashboard's stream) end then.
+    pub stopped: tokio::sync::watch::Receiver<bool>,
 }
 
 impl AppState {
@@ -40,6 +46,7 @@ impl AppState {
         limiter: Limiter,
         redis: seckill_redis::Conn,
         body_deadline: Duration,
+        stopped: tokio::sync::watch::Receiver<bool>,
     ) -> Self {
         Self {
             engine,
@@ -47,6 +54,8 @@ impl AppState {
             admin_token,
             limiter,
             body_deadline,
+            activity: Activity::default(),
+            stopped,
             purchasers: RwLock::default(),
             sold_out: RwLock::default(),
             redis,
@@ -112,6 +121,7 @@ impl AppState {
             return Ok(p.clone());
         }
         let purchaser = self.engine.purchaser(Strategy::Coalesced, id).await?;
+        self.activity.track(id);
         let mut all = write(&self.purchasers);
         Ok(all.entry(id.to_owned()).or_insert(purchaser).clone())
     }
@@ -120,6 +130,7 @@ impl AppState {
     pub fn forget(&self, id: &str) {
         write(&self.purchasers).remove(id);
         write(&self.sold_out).remove(id);
+        self.activity.forget(id);
     }
 
     fn is_sold_out(&self, id: &str) -> bool {

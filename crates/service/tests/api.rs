@@ -101,6 +101,8 @@ async fn sales_purchases_and_orders_answer_as_documented() {
         ("get", "/healthz"),
         ("get", "/readyz"),
         ("get", "/metrics"),
+        ("get", "/dashboard"),
+        ("get", "/v1/dashboard/stream"),
     ] {
         assert!(
             doc["paths"][path][method].is_object(),
@@ -1077,4 +1079,153 @@ async fn raw_text(
     let mut text = String::new();
     stream.read_to_string(&mut text).unwrap();
     text
+}
+
+/// The first `frames` frames of `GET /v1/dashboard/stream` with `token`:
+/// the status line, then each frame's JSON.
+fn dashboard_frames(rig: &Rig, token: &str, frames: usize) -> (String, Vec<Value>) {
+    use std::io::{BufRead, BufReader, Write};
+    let mut stream = std::net::TcpStream::connect(rig.running.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let request = format!(
+        "GET /v1/dashboard/stream HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut lines = BufReader::new(stream).lines().map_while(Result::ok);
+    let status = lines.next().unwrap_or_default();
+    let mut found = Vec::new();
+    if status.contains(" 200 ") {
+        for line in lines {
+            if let Some(data) = line.strip_prefix("data: ") {
+                found.push(serde_json::from_str(data).unwrap());
+                if found.len() == frames {
+                    break;
+                }
+            }
+        }
+    }
+    (status, found)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_page_is_public_and_its_data_is_for_admins_only() {
+    let rig = rig(0.0, 1.0).await;
+    let (status, _) = create(
+        &rig,
+        json!({ "id": "zq-drop-7", "name": "Seen", "stock": 2, "per_user_limit": 1 }),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    for user in ["a", "b", "c"] {
+        buy(&rig, "zq-drop-7", json!({ "user_id": user })).await;
+    }
+    // The page and its script: served from the binary, no sale data in them.
+    for path in ["/dashboard", "/dashboard/app.js"] {
+        let page = raw_text(&rig, "GET", path, &[], "").await;
+        assert!(page.starts_with("HTTP/1.1 200"), "{path}: {page}");
+        assert!(!page.contains("zq-drop-7"), "{path} holds sale data");
+        assert!(
+            !page.contains("http://") && !page.contains("https://"),
+            "{path} loads from elsewhere"
+        );
+    }
+    // The stream: 401 in plain words without the right token.
+    for token in ["", "wrong"] {
+        let (status, frames) = dashboard_frames(&rig, token, 1);
+        assert!(status.contains(" 401 "), "{status}");
+        assert!(frames.is_empty());
+    }
+    // With it: a frame at once, then one a second, each with the sale.
+    let started = Instant::now();
+    let (status, frames) = dashboard_frames(&rig, TOKEN, 2);
+    assert!(status.contains(" 200 "), "{status}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    let frame = &frames[1];
+    assert_eq!(
+        (frame["redis"].as_bool(), frame["sql"].as_bool()),
+        (Some(true), Some(true))
+    );
+    let sale = &frame["sales"][0];
+    assert_eq!(sale["id"], "zq-drop-7", "{frame}");
+    assert_eq!(
+        (
+            sale["stock"].as_u64(),
+            sale["sold"].as_u64(),
+            sale["remaining"].as_u64()
+        ),
+        (Some(2), Some(2), Some(0))
+    );
+    // This second's answers reach the history once it is over.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let answered = loop {
+        let (_, frames) = dashboard_frames(&rig, TOKEN, 1);
+        let seconds = frames[0]["sales"][0]["seconds"].as_array().unwrap().clone();
+        let count = |code: &str| {
+            seconds
+                .iter()
+                .map(|s| s["codes"][code].as_u64().unwrap_or(0))
+                .sum::<u64>()
+        };
+        if count("ok") == 2 || Instant::now() > deadline {
+            break (count("ok"), count("sold_out"));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(answered, (2, 1));
+    rig.running.stop().await;
+}
+
+/// Every metric that `docs/grafana/seckill.json` queries is one the service
+/// exports (after a little traffic: counters appear once touched).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_grafana_dashboard_queries_only_metrics_the_service_exports() {
+    let rig = rig(0.0, 1.0).await;
+    create(
+        &rig,
+        json!({ "id": "g", "name": "g", "stock": 1, "per_user_limit": 1 }),
+    )
+    .await;
+    buy(&rig, "g", json!({ "user_id": "a" })).await;
+    buy(&rig, "g", json!({ "user_id": "b" })).await;
+    let metrics = raw_text(&rig, "GET", "/metrics", &[], "").await;
+    let exported: std::collections::HashSet<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("seckill_"))
+        .filter_map(|l| l.split(['{', ' ']).next())
+        .collect();
+
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/grafana/seckill.json"
+    );
+    let dashboard: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let panels = dashboard["panels"].as_array().unwrap();
+    let mut queried = std::collections::BTreeSet::new();
+    for panel in panels {
+        let targets = panel["targets"].as_array().unwrap();
+        assert!(!targets.is_empty(), "{panel}");
+        for target in targets {
+            let expr = target["expr"].as_str().unwrap();
+            let names: Vec<&str> = expr
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .filter(|w| w.starts_with("seckill_"))
+                .collect();
+            assert!(!names.is_empty(), "{expr} names no seckill metric");
+            queried.extend(names);
+        }
+    }
+    for name in &queried {
+        assert!(
+            exported.contains(name),
+            "{name} is queried but not exported:\n{metrics}"
+        );
+    }
+    assert!(queried.len() >= 8, "{queried:?}");
+    rig.running.stop().await;
 }

@@ -51,3 +51,24 @@ pub fn assert_positive(report: &serde_json::Value, fields: &[&str]) {
         );
     }
 }
+
+/// `path` must be an SVG picture holding every one of `texts` (titles,
+/// legend entries, axis labels) and at least `min_lines` data lines (the
+/// plots draw data, and its legend marks, 2 px wide; axes and grid 1 px).
+pub fn assert_svg(path: &std::path::Path, texts: &[&str], min_lines: usize) {
+    let svg = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert!(svg.contains("<svg"), "not an SVG: {}", path.display());
+    for text in texts {
+        assert!(svg.contains(text), "no {text:?} in {}", path.display());
+    }
+    let lines = svg
+        .split("<polyline")
+        .skip(1)
+        .filter(|p| {
+            p.split('>')
+                .next()
+                .is_some_and(|a| a.contains("stroke-width=\"2\""))
+        })
+        .count();
+    assert!(lines >= min_lines, "{lines} lines in {}", path.display());
+}
