@@ -149,11 +149,18 @@ impl Engine {
             .arg(op)
             .invoke(&mut self.conn.clone())
             .await?;
-        let state = transition(order_id, &answer)?;
-        if state == OrderState::Cancelled {
+        let state = transition(order_id, &answer);
+        // Units went back: cancelled now, or expired by this very call (a
+        // late pay or cancel expires the order first).
+        let returned = match &state {
+            Ok(state) => *state == OrderState::Cancelled,
+            Err(Error::OrderConflict { state, .. }) => *state == OrderState::Expired,
+            Err(_) => false,
+        };
+        if returned {
             self.returned_to(&id.sale, id.generation).await?;
         }
-        Ok(state)
+        state
     }
 
     /// An order of the production path (`atomic`, `coalesced`).
@@ -208,18 +215,24 @@ impl Engine {
     pub async fn expire_due(&self, id: &str, per_call: u32) -> Result<u64> {
         let keys = SaleKeys::new(id)?;
         let mut expired = 0;
-        loop {
-            let (n, more): (u64, u8) = LIBRARY
+        let swept = loop {
+            let call = LIBRARY
                 .call("expire", &keys.lifecycle())
                 .arg(id)
                 .arg(per_call.max(1))
-                .invoke(&mut self.conn.clone())
-                .await?;
-            expired += n;
-            if more == 0 {
-                break;
+                .invoke::<(u64, u8)>(&mut self.conn.clone())
+                .await;
+            match call {
+                Ok((n, more)) => {
+                    expired += n;
+                    if more == 0 {
+                        break Ok(());
+                    }
+                }
+                Err(e) => break Err(e),
             }
-        }
+        };
+        // Units that went back before a later call failed count too.
         if expired > 0 && crate::is_shard(id) {
             let generation: Option<u64> =
                 redis::AsyncCommands::hget(&mut self.conn.clone(), &keys.sale, "gen").await?;
@@ -227,6 +240,7 @@ impl Engine {
                 self.returned_to(id, generation).await?;
             }
         }
+        swept?;
         Ok(expired)
     }
 

@@ -176,10 +176,10 @@ async fn a_cancelled_unit_of_a_drained_sale_sells_again_on_another_shard() {
         .unwrap();
     assert_eq!(outcome, Outcome::SoldOut);
 
-    // Two units return to shard 0. A buyer of shard 1 gets one at once
+    // Two units return to shard 0. A buyer of shard 1 gets one at once,
     // through a purchaser that never saw the sale drained (another
-    // process's); through this one, which did, once its memory of it
-    // lapses (100 ms).
+    // process's) and through this one, which did: nothing remembers
+    // "sold out" past the sale's own word.
     engine.cancel(&orders[0].order_id).await.unwrap();
     engine.cancel(&orders[1].order_id).await.unwrap();
     let fresh = engine.purchaser(Strategy::Atomic, id).await.unwrap();
@@ -189,7 +189,6 @@ async fn a_cancelled_unit_of_a_drained_sale_sells_again_on_another_shard() {
         .await
         .unwrap();
     assert!(matches!(outcome, Outcome::Ok(_)), "{outcome:?}");
-    tokio::time::sleep(Duration::from_millis(150)).await;
     let outcome = purchaser
         .purchase(&PurchaseRequest::new(&buyers.next().unwrap()))
         .await
@@ -252,8 +251,22 @@ async fn a_sharded_sale_refuses_what_it_cannot_do() {
             "{refused:?}"
         );
     }
-    // Ended: every shard refuses; deleted: every shard's keys go.
+    // One unit per purchase.
     let purchaser = engine.purchaser(Strategy::Atomic, "s").await.unwrap();
+    let two = purchaser
+        .purchase(&PurchaseRequest::new("x").quantity(2))
+        .await;
+    assert!(
+        matches!(
+            two,
+            Err(seckill_engine::Error::Invalid {
+                field: "quantity",
+                ..
+            })
+        ),
+        "{two:?}"
+    );
+    // Ended: every shard refuses; deleted: every shard's keys go.
     engine.end_sale("s").await.unwrap();
     let outcome = purchaser
         .purchase(&PurchaseRequest::new("x"))

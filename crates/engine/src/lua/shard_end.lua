@@ -13,8 +13,10 @@ end
 local open = m[3] or ''
 local t, from, to = string.match(open, '^(%d+)|([^|]*)|([^|]*)|')
 if t ~= ARGV[3] then
+  -- Ended before: from now on, older refillers are refused here.
+  redis.call('HSET', KEYS[1], 'fence', ARGV[2])
   return 'done'
 end
 redis.call('XADD', KEYS[2], '*', 't', t, 'from', from, 'to', to, 'n', ARGV[4], 'fence', ARGV[2])
-redis.call('HSET', KEYS[1], 'xopen', '')
+redis.call('HSET', KEYS[1], 'xopen', '', 'fence', ARGV[2])
 return 'ok'

@@ -19,6 +19,7 @@ if last == t then
   return tonumber(m[4])
 end
 if last > t then
+  redis.call('HSET', KEYS[1], 'fence', ARGV[2])
   return 'stale'
 end
 local left = tonumber(m[5])

@@ -1,6 +1,8 @@
 //! Buying in a sharded sale: on the buyer's home shard, with the ordinary
 //! purchaser of that shard; an empty shard is waited out while the sale is
-//! not drained.
+//! not drained. One unit per purchase: a shard with any unit left can sell
+//! it, so a buyer never waits for units that sit one by one on other
+//! shards, and "sold out" (no unit anywhere) is exact.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,11 +21,6 @@ use crate::strategy::One;
 const FIRST_PAUSE: Duration = Duration::from_millis(5);
 /// Longest pause between two tries.
 const MAX_PAUSE: Duration = Duration::from_millis(100);
-/// How long this purchaser trusts that the sale is drained: an empty shard
-/// answers "sold out" without asking the sale again. A unit coming back
-/// (a cancel, an expiry) reaches this process's buyers of other shards
-/// within it, as the service's own memory of a sell-out does.
-pub(crate) const DRAINED_TTL: Duration = Duration::from_millis(100);
 
 pub(crate) struct Sharded {
     conn: Conn,
@@ -33,8 +30,6 @@ pub(crate) struct Sharded {
     signals: Arc<Signals>,
     /// This process's refiller candidate, stopped with the purchaser.
     refiller: tokio::task::AbortHandle,
-    /// When the sale last answered that it is drained.
-    drained_at: std::sync::Mutex<Option<Instant>>,
 }
 
 impl Drop for Sharded {
@@ -57,12 +52,17 @@ impl Sharded {
             shards,
             signals,
             refiller,
-            drained_at: std::sync::Mutex::new(None),
         }
     }
 
     /// Answers the outcome and the tries it took.
     pub async fn purchase(&self, req: &PurchaseRequest) -> Result<(Outcome, u64)> {
+        if req.quantity != 1 {
+            return Err(Error::Invalid {
+                field: "quantity",
+                reason: "a sharded sale sells one unit per purchase".to_owned(),
+            });
+        }
         let home = home_shard(&req.user_id, self.shards.len());
         let started = Instant::now();
         let mut pause = FIRST_PAUSE;
@@ -73,7 +73,10 @@ impl Sharded {
                 Err(Error::SaleNotFound(_)) => return Err(self.gone()),
                 other => other?.0,
             };
-            if outcome != Outcome::SoldOut || self.drained_lately() {
+            // "Sold out" from the shard: asked of the sale, which knows
+            // whether units are anywhere else (never remembered here, so a
+            // unit given back is seen at once).
+            if outcome != Outcome::SoldOut {
                 return Ok((outcome, tries));
             }
             let answer: String = LIBRARY
@@ -83,11 +86,7 @@ impl Sharded {
                 .invoke(&mut self.conn.clone())
                 .await?;
             match answer.as_str() {
-                "drained" => {
-                    *self.drained_at.lock().unwrap_or_else(|e| e.into_inner()) =
-                        Some(Instant::now());
-                    return Ok((Outcome::SoldOut, tries));
-                }
+                "drained" => return Ok((Outcome::SoldOut, tries)),
                 "no_sale" => return Err(self.gone()),
                 _ => {}
             }
@@ -101,13 +100,6 @@ impl Sharded {
             let _ = tokio::time::timeout(pause, round).await;
             pause = (pause * 2).min(MAX_PAUSE);
         }
-    }
-
-    fn drained_lately(&self) -> bool {
-        self.drained_at
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_some_and(|at| at.elapsed() < DRAINED_TTL)
     }
 
     fn gone(&self) -> Error {

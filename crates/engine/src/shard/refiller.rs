@@ -205,13 +205,16 @@ impl<'a> Refiller<'a> {
         // low while another holds more than twice as many; and to waiting
         // buyers, half the difference if no shard can spare more.
         if pool == 0 {
+            // A shard given units this round gives none back in it, so a
+            // unit never goes back and forth between two wanted shards.
+            let mut given = vec![false; n];
             for k in 0..n {
                 let low = left[k] <= target(k) / 4;
                 if !wanted[k] && !low {
                     continue;
                 }
                 let mut need = target(k).saturating_sub(left[k]).max(1);
-                let mut donors: Vec<usize> = (0..n).filter(|&j| j != k).collect();
+                let mut donors: Vec<usize> = (0..n).filter(|&j| j != k && !given[j]).collect();
                 donors.sort_by_key(|&j| std::cmp::Reverse(left[j]));
                 for j in donors {
                     if need == 0 || left[j] <= left[k] {
@@ -235,6 +238,7 @@ impl<'a> Refiller<'a> {
                     let moved = mover.transfer(Source::Shard(j), k, units).await?;
                     left[j] -= moved.min(left[j]);
                     left[k] += moved;
+                    given[k] |= moved > 0;
                     need = need.saturating_sub(moved);
                 }
             }
