@@ -2,7 +2,6 @@
 //! taking over; `seckill serve` SIGKILLed mid-load and started again.
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -102,32 +101,6 @@ async fn a_persister_killed_under_load_is_replaced_without_loss_or_duplicates() 
     }
 }
 
-fn start_serve(redis: &str, db: &Path) -> (Child, String) {
-    let mut child = seckill()
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--admin-token",
-            "t",
-            "--redis-url",
-            redis,
-        ])
-        .arg("--database-url")
-        .arg(db)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let line = BufReader::new(child.stdout.take().unwrap())
-        .lines()
-        .next()
-        .unwrap()
-        .unwrap();
-    let base = line.strip_prefix("listening on ").unwrap().to_owned();
-    (child, base)
-}
-
 async fn buy_for(base: &str, tag: &str, window: Duration) -> Vec<String> {
     let http = Http::new(base, None);
     let deadline = Instant::now() + window;
@@ -168,7 +141,7 @@ async fn serve_killed_mid_load_and_restarted_leaves_a_clean_audit() {
     let redis = RedisServer::start().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("o.db");
-    let (mut first, base) = start_serve(&redis.url(), &db);
+    let (mut first, base) = common::start_serve(&redis.url(), &db, &[]);
     let admin = Http::new(&base, Some("t".into()));
     let sale = json!({ "id": "s", "name": "x", "stock": 50_000, "per_user_limit": 2 });
     assert_eq!(
@@ -183,7 +156,7 @@ async fn serve_killed_mid_load_and_restarted_leaves_a_clean_audit() {
     kill(&mut first, libc::SIGKILL);
     let mut acknowledged = load.await.unwrap();
     assert!(!acknowledged.is_empty());
-    let (mut second, base) = start_serve(&redis.url(), &db);
+    let (mut second, base) = common::start_serve(&redis.url(), &db, &[]);
     acknowledged.extend(buy_for(&base, "b", Duration::from_millis(500)).await);
     let engine = Engine::connect(&redis.url()).await.unwrap();
     drained(&engine, "s").await;
@@ -217,8 +190,8 @@ async fn drill_16_the_refiller_killed_mid_transfer_is_replaced_without_loss() {
     let redis = RedisServer::start().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("o.db");
-    let (mut first, base) = start_serve(&redis.url(), &db);
-    let (mut second, second_base) = start_serve(&redis.url(), &db);
+    let (mut first, base) = common::start_serve(&redis.url(), &db, &[]);
+    let (mut second, second_base) = common::start_serve(&redis.url(), &db, &[]);
     let admin = Http::new(&base, Some("t".into()));
     let sale = json!({ "id": "s", "name": "x", "stock": STOCK, "per_user_limit": 2, "shards": 4 });
     let (status, body) = admin.post("/v1/sales", &sale).await.unwrap();

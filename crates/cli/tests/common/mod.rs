@@ -72,3 +72,50 @@ pub fn assert_svg(path: &std::path::Path, texts: &[&str], min_lines: usize) {
         .count();
     assert!(lines >= min_lines, "{lines} lines in {}", path.display());
 }
+
+/// A `seckill serve` child, killed when dropped, so a failing test leaves
+/// no server behind.
+pub struct Serve(pub std::process::Child);
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl std::ops::Deref for Serve {
+    type Target = std::process::Child;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Serve {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+/// Starts `seckill serve` on a free port with admin token `t`, Redis
+/// `redis`, database `db` and `extra` flags; answers it and its base URL.
+pub fn start_serve(redis: &str, db: &std::path::Path, extra: &[&str]) -> (Serve, String) {
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_seckill"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--admin-token", "t"])
+        .args(["--redis-url", redis])
+        .args(extra)
+        .arg("--database-url")
+        .arg(db)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let line = std::io::BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .next()
+        .unwrap()
+        .unwrap();
+    let base = line.strip_prefix("listening on ").expect(&line).to_owned();
+    (Serve(child), base)
+}
