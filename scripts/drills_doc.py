@@ -104,7 +104,7 @@ def row(d, f):
     if d == "17":
         return (
             "17", "a shard's master SIGKILLed, `--durability replica`",
-            "8 HTTP buyers on a sale of 3,000 over 3 shards (one per master); one shard's master SIGKILLed 1 s in; its replica takes over; the killed node rejoins",
+            "8 HTTP buyers on a sale of 8,000 over 3 shards (one per master); one shard's master SIGKILLed 1 s in; its replica takes over; the killed node rejoins",
             "0 acknowledged purchases lost; books balance; refills ran; `sold_out` only once all sold; audit clean",
             f"killed node back as a replica after {n(f['killed_node_rejoined_ms'])} ms; {n(f['unavailable_503'])} 503s, slowest answer {n(f['slowest_answer_ms'])} ms; "
             f"{n(f['acknowledged_after_recovery'])} sold after; {books(f['books'])}; " + outcome(f["outcome"]),

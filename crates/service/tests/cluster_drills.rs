@@ -190,10 +190,12 @@ impl Drill {
     }
 }
 
-/// A sharded sale's stock: half goes out over 3 shards at once, and a
-/// shard is refilled when down to 250, so transfers run even when a loaded
-/// machine sells slowly (a drill may sell out; `sold_out` is then checked).
-const SHARDED_STOCK: u64 = 3_000;
+/// A sharded sale's stock: half goes out over 3 shards at once (1,333
+/// each), and a shard is refilled when down to about 667, so transfers run
+/// even when a loaded machine sells slowly (about 2,500 in a drill); and a
+/// fast machine (about 6,500 in a drill) does not sell out before the fault
+/// (a drill may sell out later; `sold_out` is then checked).
+const SHARDED_STOCK: u64 = 8_000;
 
 /// What a sharded drill found of its sale's books.
 #[derive(Debug, serde::Serialize)]
