@@ -179,6 +179,21 @@ impl RedisCluster {
                 settle_or_fail(deadline, "the failover")?;
             }
         }
+        // The other nodes learn of it by gossip: until each does, a view
+        // read from one of them still names the old master.
+        for node in &self.nodes {
+            // A node that does not answer (killed, paused) has no say.
+            while let Ok(nodes) = cli(node.port(), &["cluster", "nodes"]) {
+                let promoted = nodes
+                    .lines()
+                    .filter_map(NodeLine::parse)
+                    .any(|n| n.port == replica && n.master && !n.slots.is_empty());
+                if promoted {
+                    break;
+                }
+                settle_or_fail(deadline, "every node seeing the failover")?;
+            }
+        }
         self.wait_ok()
     }
 
