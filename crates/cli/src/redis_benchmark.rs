@@ -2,6 +2,7 @@
 //! these machines are noisy, so only ratios within one run mean anything.
 
 use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use anyhow::{Context, Result, bail};
 
@@ -18,12 +19,23 @@ pub fn rps(
     let (host, port) = master
         .host_port()
         .context("redis-benchmark needs a TCP address")?;
+    // Two redis-benchmark runs a few seconds apart can draw the same random
+    // numbers (seen here in one `--compare` in five: the second run of the
+    // purchase script repeated every request id of the first, so it made
+    // no orders and was answered on the cheap repeated-id path). Each
+    // run's random values carry a tag of their own, of the same width
+    // every time.
+    static RUNS: AtomicU32 = AtomicU32::new(0);
+    let tag = format!("{:02x}", RUNS.fetch_add(1, Ordering::Relaxed) % 256);
+    let command: Vec<String> = command
+        .iter()
+        .map(|arg| arg.replace("__rand_int__", &format!("{tag}__rand_int__")))
+        .collect();
     let output = Command::new("redis-benchmark")
         .args(["-h", &host, "-p", &port.to_string()])
         .args(["-c", &clients.to_string(), "-P", &pipeline.to_string()])
-        // A range of 10^9 random ids: the runs of one `--compare` share a
-        // sale, and with 10^6 a quarter of a run's request ids repeated an
-        // earlier run's, which the script answers on its cheaper path.
+        // A range of 10^9 random ids: a run of 200,000 repeats about 20 of
+        // them by chance (about 20,000 with 10^6).
         .args([
             "-n",
             &requests.to_string(),
