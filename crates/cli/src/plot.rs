@@ -6,6 +6,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use plotters::coord::Shift;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 const PALETTE: [RGBColor; 8] = [
@@ -73,22 +74,8 @@ pub fn strategies(path: &Path, runs: &[StrategyRun]) -> Result<()> {
         .x_desc("latency, ms")
         .y_desc("share of purchases")
         .draw()?;
-    for (i, run) in runs.iter().enumerate() {
-        let color = PALETTE[i % PALETTE.len()];
-        chart
-            .draw_series(LineSeries::new(
-                run.cdf.iter().copied(),
-                color.stroke_width(2),
-            ))?
-            .label(run.name)
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], color.stroke_width(2)));
-    }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.3))
-        .draw()?;
+    let lines: Vec<(&str, &[(f64, f64)])> = runs.iter().map(|r| (r.name, &r.cdf[..])).collect();
+    draw_lines(&mut chart, &lines, SeriesLabelPosition::LowerRight)?;
     root.present()
         .with_context(|| format!("writing {}", path.display()))?;
     Ok(())
@@ -111,10 +98,7 @@ fn bars(
         .configure_mesh()
         .disable_x_mesh()
         .x_labels(names.len())
-        .y_label_formatter(&|v| match max {
-            m if m >= 100.0 => format!("{v:.0}"),
-            _ => format!("{v:.1}"),
-        })
+        .y_label_formatter(&tick(max))
         .x_label_formatter(&|v| match v {
             SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => {
                 names.get(*i).copied().unwrap_or("").to_owned()
@@ -200,11 +184,19 @@ fn over_time(
     chart
         .configure_mesh()
         .x_desc("seconds")
-        .y_label_formatter(&|v| match max {
-            m if m >= 100.0 => format!("{v:.0}"),
-            _ => format!("{v:.1}"),
-        })
+        .y_label_formatter(&tick(max))
         .draw()?;
+    let lines: Vec<(&str, &[(f64, f64)])> = lines.iter().map(|(n, l)| (*n, &l[..])).collect();
+    draw_lines(&mut chart, &lines, SeriesLabelPosition::UpperRight)
+}
+
+/// Draws each of `lines` (name, points) 2 px wide in the palette's next
+/// colour, with a legend at `position`.
+fn draw_lines<'a, X: Ranged<ValueType = f64>>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, RangedCoordf64>>,
+    lines: &[(&str, &[(f64, f64)])],
+    position: SeriesLabelPosition,
+) -> Result<()> {
     for (i, (name, points)) in lines.iter().enumerate() {
         let color = PALETTE[i % PALETTE.len()];
         chart
@@ -217,11 +209,19 @@ fn over_time(
     }
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
+        .position(position)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK.mix(0.3))
         .draw()?;
     Ok(())
+}
+
+/// Axis numbers: whole above 100, one decimal below.
+fn tick(max: f64) -> impl Fn(&f64) -> String {
+    move |v| match max {
+        m if m >= 100.0 => format!("{v:.0}"),
+        _ => format!("{v:.1}"),
+    }
 }
 
 #[cfg(test)]

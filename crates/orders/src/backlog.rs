@@ -103,10 +103,24 @@ pub struct Backlog {
 }
 
 impl Backlog {
-    /// How long the oldest entry not yet in SQL has waited, as of `now_ms`
-    /// (0 when none is left).
-    pub fn lag_ms(&self, now_ms: u64) -> u64 {
+    /// How long the oldest entry not yet in SQL has waited, by this
+    /// machine's clock (0 when none is left).
+    pub fn lag_ms(&self) -> u64 {
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
         self.oldest_ms.map_or(0, |at| now_ms.saturating_sub(at))
+    }
+
+    /// Both backlogs as one (a sharded sale's, over its shards).
+    pub fn and(self, other: Self) -> Self {
+        Self {
+            entries: self.entries + other.entries,
+            oldest_ms: match (self.oldest_ms, other.oldest_ms) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
+        }
     }
 }
 

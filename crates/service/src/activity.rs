@@ -8,7 +8,7 @@
 //! its own buyers; the Prometheus metrics (and `docs/grafana/`) add them up.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Mutex, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hdrhistogram::Histogram;
@@ -33,7 +33,7 @@ pub struct Second {
 /// Every tracked sale's recent seconds.
 #[derive(Default)]
 pub struct Activity {
-    sales: RwLock<HashMap<String, Arc<Mutex<Window>>>>,
+    sales: RwLock<HashMap<String, Mutex<Window>>>,
 }
 
 impl Activity {
@@ -44,7 +44,7 @@ impl Activity {
         }
         write(&self.sales)
             .entry(id.to_owned())
-            .or_insert_with(|| Arc::new(Mutex::new(Window::new(now_secs()))));
+            .or_insert_with(|| Mutex::new(Window::new(now_secs())));
     }
 
     /// Stops keeping sale `id` (it is gone or was made anew).
@@ -54,10 +54,11 @@ impl Activity {
 
     /// One answer to a purchase of sale `id`; nothing if it is not tracked.
     pub fn record(&self, id: &str, code: &'static str, took: Duration) {
-        let Some(window) = read(&self.sales).get(id).cloned() else {
+        let sales = read(&self.sales);
+        let Some(window) = sales.get(id) else {
             return;
         };
-        let mut window = lock(&window);
+        let mut window = lock(window);
         window.roll(now_secs());
         *window.current.codes.entry(code).or_default() += 1;
         let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX).max(1);
@@ -66,10 +67,11 @@ impl Activity {
 
     /// Sale `id`'s completed seconds, oldest first (empty if not tracked).
     pub fn seconds(&self, id: &str) -> Vec<Second> {
-        let Some(window) = read(&self.sales).get(id).cloned() else {
+        let sales = read(&self.sales);
+        let Some(window) = sales.get(id) else {
             return Vec::new();
         };
-        let mut window = lock(&window);
+        let mut window = lock(window);
         window.roll(now_secs());
         window.past.iter().cloned().collect()
     }

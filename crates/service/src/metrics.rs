@@ -77,9 +77,6 @@ pub async fn track(request: Request, next: Next) -> Response {
 pub async fn render(State(state): State<Arc<AppState>>) -> Response {
     if let Ok(sales) = state.engine.sale_ids().await {
         let mut conn = state.redis.clone();
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
         for sale in sales {
             if !seckill_engine::is_shard(&sale)
                 && let Ok(s) = state.engine.sale(&sale).await
@@ -89,7 +86,7 @@ pub async fn render(State(state): State<Arc<AppState>>) -> Response {
                 metrics::gauge!("seckill_sale_sold", "sale" => sale.clone()).set(s.sold as f64);
             }
             if let Ok(b) = seckill_orders::backlog(&mut conn, &sale).await {
-                let lag = b.lag_ms(now_ms) as f64 / 1000.0;
+                let lag = b.lag_ms() as f64 / 1000.0;
                 metrics::gauge!("seckill_stream_backlog", "sale" => sale.clone())
                     .set(b.entries as f64);
                 metrics::gauge!("seckill_stream_lag_seconds", "sale" => sale).set(lag);

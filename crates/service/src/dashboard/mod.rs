@@ -128,7 +128,7 @@ pub async fn frame(state: &AppState) -> Frame {
     ids.truncate(MAX_SALES);
     let mut sales = Vec::with_capacity(ids.len());
     for id in ids {
-        match sale_frame(state, &id, at_ms, sql.is_ok()).await {
+        match sale_frame(state, &id, sql.is_ok()).await {
             Ok(Some(sale)) => sales.push(sale),
             Ok(None) => {}
             Err(e) => tracing::debug!(sale = %id, error = %e, "dashboard: sale not read"),
@@ -146,7 +146,6 @@ pub async fn frame(state: &AppState) -> Frame {
 async fn sale_frame(
     state: &AppState,
     id: &str,
-    now_ms: u64,
     sql: bool,
 ) -> Result<Option<SaleFrame>, crate::Error> {
     let sale = match state.engine.sale(id).await {
@@ -160,16 +159,10 @@ async fn sale_frame(
         Some(sharding) => sharding.shards.iter().map(|s| s.id.clone()).collect(),
         None => vec![id.to_owned()],
     };
-    let mut backlog = 0;
-    let mut oldest: Option<u64> = None;
+    let mut backlog = seckill_orders::Backlog::default();
     let mut orders = sql.then(BTreeMap::new);
     for part in &parts {
-        let b = seckill_orders::backlog(&mut state.redis.clone(), part).await?;
-        backlog += b.entries;
-        oldest = match (oldest, b.oldest_ms) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        backlog = backlog.and(seckill_orders::backlog(&mut state.redis.clone(), part).await?);
         if let Some(counts) = orders.as_mut() {
             match state.store.order_states(part, sale.generation as i64).await {
                 Ok(states) => {
@@ -181,16 +174,11 @@ async fn sale_frame(
             }
         }
     }
-    let lag_ms = seckill_orders::Backlog {
-        entries: backlog,
-        oldest_ms: oldest,
-    }
-    .lag_ms(now_ms);
     Ok(Some(SaleFrame {
         seconds: state.activity.seconds(id),
         sale,
         orders,
-        backlog,
-        lag_ms,
+        backlog: backlog.entries,
+        lag_ms: backlog.lag_ms(),
     }))
 }
