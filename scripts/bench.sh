@@ -87,7 +87,7 @@ http() {
   web=$(free_port)
   # shellcheck disable=SC2086
   $S serve --listen 127.0.0.1:$web --redis-url $REDIS --database-url "$OUT/svc-$name.db" \
-    --admin-token tok --rate-per-user 0 $flags >"$OUT/serve-$name.log" 2>&1 &
+    --admin-token tok --buyer-auth body --rate-per-user 0 --rate-per-ip 0 $flags >"$OUT/serve-$name.log" 2>&1 &
   pid=$!
   PIDS+=($pid)
   for _ in $(seq 100); do curl -sf http://127.0.0.1:$web/healthz >/dev/null && break; sleep 0.1; done

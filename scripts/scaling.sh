@@ -42,7 +42,7 @@ for _ in $(seq 50); do redis-cli -p "$RPORT" ping >/dev/null 2>&1 && break; slee
 REDIS=redis://127.0.0.1:$RPORT/
 WEB=$(free_port)
 $S serve --listen 127.0.0.1:$WEB --redis-url $REDIS --database-url "$OUT/svc.db" \
-  --admin-token tok --rate-per-user 0 >"$OUT/serve.log" 2>&1 &
+  --admin-token tok --buyer-auth body --rate-per-user 0 --rate-per-ip 0 >"$OUT/serve.log" 2>&1 &
 SERVE=$!
 PIDS+=($SERVE)
 for _ in $(seq 100); do curl -sf http://127.0.0.1:$WEB/healthz >/dev/null && break; sleep 0.1; done
@@ -50,7 +50,7 @@ curl -sf -XPOST -H 'Authorization: Bearer tok' -H 'content-type: application/jso
   -d '{"id":"hot","name":"hot","stock":1000000,"per_user_limit":5,"shards":4}' \
   http://127.0.0.1:$WEB/v1/sales >/dev/null
 before=$(cpu_ticks $SERVE)
-$S load --url http://127.0.0.1:$WEB --sale hot --buyers 200000 --concurrency 256 --request-ids \
+$S load --url http://127.0.0.1:$WEB --sale hot --buyers 200000 --concurrency 256 --request-ids --buyer-auth body \
   --redis-url $REDIS --json >"$OUT/http.json"
 after=$(cpu_ticks $SERVE)
 echo $(( (after - before) * 1000000 / TICK / 200000 )) >"$OUT/http.cpu"

@@ -15,7 +15,7 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 redis-server --port "$port" --save "" --appendonly no --dir "$work" --daemonize yes --logfile "$work/redis.log"
 trap 'redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true; kill "$serve" 2>/dev/null || true; rm -rf "$work"' EXIT
 SECKILL_ADMIN_TOKEN=soak "$bin" serve --listen 127.0.0.1:0 --redis-url "redis://127.0.0.1:$port/" \
-  --database-url "$work/orders.db" --rate-per-user 0 > "$work/serve.out" 2>&1 &
+  --database-url "$work/orders.db" --buyer-auth body --rate-per-user 0 --rate-per-ip 0 > "$work/serve.out" 2>&1 &
 serve=$!
 for _ in $(seq 100); do grep -q listening "$work/serve.out" && break; sleep 0.1; done
 base=$(sed -n 's/^listening on //p' "$work/serve.out")
@@ -26,7 +26,7 @@ rss() { ps -o rss= -p "$serve" | tr -d ' '; }
 echo "service RSS at start: $(rss) KiB"
 ( for t in $(seq 10 10 "$seconds"); do sleep 10; echo "service RSS after ${t}s: $(rss) KiB"; done ) &
 sampler=$!
-"$bin" load --url "$base" --sale soak --buyers 100000000 --max-seconds "$seconds" --concurrency 128 --json \
+"$bin" load --url "$base" --sale soak --buyers 100000000 --max-seconds "$seconds" --concurrency 128 --buyer-auth body --json \
   | tee "$work/load.json"
 wait "$sampler" 2>/dev/null || true
 echo "service RSS at end:   $(rss) KiB"

@@ -3,7 +3,9 @@
 //! SQLite file in a temporary directory. A 100-unit sale, 20,000 buyers
 //! over HTTP (some repeating, some retrying with the same request id), some
 //! winners paying as they win and some abandoning; the abandoned units expire and are
-//! sold again; then the audit. Exit 0 only if everything checks out. With
+//! sold again; then the audit. Buyers sign in with tokens (HS256, a secret
+//! minted for the run) and payments arrive as signed webhooks: the
+//! service's real path, not `--buyer-auth body`. Exit 0 only if everything checks out. With
 //! `--dashboard` the service stays up afterwards for its live dashboard.
 
 use std::collections::{BTreeMap, HashSet};
@@ -17,7 +19,8 @@ use seckill_engine::Engine;
 use seckill_orders::{Store, audit, wait_drained};
 use serde_json::{Value, json};
 
-use seckill_service::client::{Http, code};
+use seckill_service::client::{Http, Signer, code};
+use seckill_service::webhook;
 
 use crate::target::RedisArgs;
 
@@ -50,13 +53,32 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     let dir = tempfile::Builder::new().prefix("seckill-demo-").tempdir()?;
     let database = dir.path().join("orders.db").to_string_lossy().into_owned();
     let token = format!("{:032x}", rand::random::<u128>());
+    // The real path: buyers carry HS256 tokens signed with a secret minted
+    // for this run (as a shop's identity service would sign them), and
+    // payments arrive as signed webhooks.
+    let jwt_secret = format!(
+        "{:032x}{:032x}",
+        rand::random::<u128>(),
+        rand::random::<u128>()
+    );
+    let webhook_secret = format!("{:032x}", rand::random::<u128>());
+    let auth = seckill_service::Auth {
+        webhook_secret: Some(webhook_secret.as_str().into()),
+        ..seckill_service::Auth::new(seckill_service::Buyers::Jwt(seckill_service::Jwt::new(
+            seckill_service::JwtKeys::Secret(jwt_secret.as_str().into()),
+        )))
+    };
     let running = seckill_service::start(seckill_service::Config {
         listen: "127.0.0.1:0".parse()?,
         redis: redis.clone(),
         database_url: database.clone(),
-        admin_token: token.clone(),
+        admin_token: token.as_str().into(),
+        auth,
         rate_per_user: 50.0,
         burst_per_user: 100.0,
+        // Every buyer of the demo calls from this machine's one address.
+        rate_per_ip: 0.0,
+        burst_per_ip: 1.0,
         background: true,
         limits: Default::default(),
         archive_after: std::time::Duration::from_secs(3600),
@@ -68,6 +90,11 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     println!("service on {base}, redis {redis}, orders in {database}");
     let admin = Http::new(&base, Some(token.clone()));
     let http = Http::new(&base, None);
+    let buyers = Buyers {
+        http: http.clone(),
+        signer: Signer::hs256(jwt_secret.as_bytes()),
+        webhook_secret,
+    };
 
     // The sale: if an earlier demo left one on a shared Redis, start over.
     let engine = Engine::connect_target(&redis).await?;
@@ -97,10 +124,10 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         } else {
             (user_of(i, users), format!("r{i}"))
         };
-        requests.push(json!({ "user_id": user, "request_id": request }));
+        requests.push((user, json!({ "request_id": request })));
     }
     let t = Instant::now();
-    let first = wave(&http, requests, args.concurrency as usize, STOCK * 3 / 5).await?;
+    let first = wave(&buyers, requests, args.concurrency as usize, STOCK * 3 / 5).await?;
     let wave_secs = t.elapsed().as_secs_f64();
     let codes = first.codes.clone();
     let retried_ok = codes.get("ok").copied().unwrap_or(0) - first.won;
@@ -131,11 +158,16 @@ pub async fn run(args: Args) -> Result<ExitCode> {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         };
-        let late: Vec<Value> = (late_buyers..late_buyers + returned * 20)
-            .map(|i| json!({ "user_id": format!("late{i}"), "request_id": format!("late{i}") }))
+        let late: Vec<(String, Value)> = (late_buyers..late_buyers + returned * 20)
+            .map(|i| {
+                (
+                    format!("late{i}"),
+                    json!({ "request_id": format!("late{i}") }),
+                )
+            })
             .collect();
         late_buyers += returned * 20;
-        let again = wave(&http, late, args.concurrency as usize, u64::MAX).await?;
+        let again = wave(&buyers, late, args.concurrency as usize, u64::MAX).await?;
         resold += again.won;
         paid += again.paid;
     }
@@ -219,20 +251,32 @@ struct Wave {
     paid: u64,
 }
 
-/// Sends `requests` at `concurrency`; the first `pay_first` distinct orders
-/// won are paid as soon as they are won. A payment refused because the order
-/// expired first is not an error: its unit comes back to be sold again.
+/// How the demo's buyers and payment side reach the service.
+struct Buyers {
+    http: Http,
+    /// Signs each buyer's token.
+    signer: Signer,
+    /// Signs the payment side's webhooks.
+    webhook_secret: String,
+}
+
+/// Sends `requests` (a buyer and its body) at `concurrency`, each with its
+/// buyer's token; the first `pay_first` distinct orders won are paid as
+/// soon as they are won. A payment refused because the order expired first
+/// is not an error: its unit comes back to be sold again.
 async fn wave(
-    http: &Http,
-    requests: Vec<Value>,
+    buyers: &Buyers,
+    requests: Vec<(String, Value)>,
     concurrency: usize,
     pay_first: u64,
 ) -> Result<Wave> {
     let path = format!("/v1/sales/{SALE}/purchase");
     let seen = std::sync::Mutex::new(HashSet::new());
     let answers: Vec<Result<(String, bool)>> = futures_util::stream::iter(requests)
-        .map(|body| {
-            let (http, path, seen) = (http.clone(), path.clone(), &seen);
+        .map(|(user, body)| {
+            let token = buyers.signer.token(&user, Duration::from_secs(600));
+            let http = buyers.http.with_token(Some(token));
+            let (path, seen) = (path.clone(), &seen);
             async move {
                 let (status, body) = match http.post(&path, &body).await {
                     Ok(answer) => answer,
@@ -245,7 +289,7 @@ async fn wave(
                     let first = code == "ok" && seen.insert(order.clone());
                     first && (seen.len() as u64) <= pay_first
                 };
-                let paid = to_pay && pay(&http, &order).await?;
+                let paid = to_pay && pay(buyers, &order).await?;
                 Ok((code, paid))
             }
         })
@@ -262,10 +306,19 @@ async fn wave(
     Ok(wave)
 }
 
-/// Pays an order; `false` if it had expired before the payment arrived.
-async fn pay(http: &Http, order: &str) -> Result<bool> {
+/// Pays an order by a signed webhook, as a payment provider would; `false`
+/// if it had expired before the payment arrived.
+async fn pay(buyers: &Buyers, order: &str) -> Result<bool> {
     let path = format!("/v1/orders/{order}/pay");
-    let (status, body) = http.post(&path, &json!({})).await?;
+    let body = serde_json::to_vec(&json!({ "payment_ref": format!("pay-{order}") }))?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_secs();
+    let signature = webhook::sign(buyers.webhook_secret.as_bytes(), now, &body);
+    let (status, body) = buyers
+        .http
+        .post_bytes(&path, body.into(), &[(webhook::HEADER, &signature)])
+        .await?;
     if status.is_success() {
         return Ok(true);
     }

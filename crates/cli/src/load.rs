@@ -14,7 +14,7 @@ use serde_json::json;
 
 use crate::redis_cost::Meter;
 use crate::stats::{Latency, progress};
-use seckill_service::client::{Http, code};
+use seckill_service::client::{Http, Signer, code};
 
 #[derive(ClapArgs)]
 pub struct Args {
@@ -36,6 +36,22 @@ pub struct Args {
     /// Give every request its own request id (idempotent retries).
     #[arg(long)]
     request_ids: bool,
+    /// Distinct buyers the requests are spread over (default: 70 % of
+    /// --buyers, so some buy twice); as many as --buyers: one request each.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    users: Option<u64>,
+    /// Sign each buyer's token (HS256) with the secret in this file, as the
+    /// service's `--buyer-auth jwt --jwt-secret-file` expects.
+    #[arg(long)]
+    jwt_secret_file: Option<std::path::PathBuf>,
+    /// Sign each buyer's token with this PEM private key (RS256, ES256 or
+    /// EdDSA by its type).
+    #[arg(long)]
+    jwt_private_key_file: Option<std::path::PathBuf>,
+    /// `body`: name buyers in the body instead, for a service run with
+    /// `--buyer-auth body`.
+    #[arg(long, value_parser = ["body"])]
+    buyer_auth: Option<String>,
     /// The service's Redis: report the Redis time per request, measured on
     /// the server (its command statistics are reset at the start).
     #[arg(long)]
@@ -71,7 +87,8 @@ pub struct Report {
 pub async fn run(args: Args) -> Result<ExitCode> {
     seckill_engine::check_id("sale", &args.sale)?;
     let http = Http::new(&args.url, None);
-    let report = load(&http, &args).await?;
+    let signer = signer(&args)?;
+    let report = load(&http, &args, signer).await?;
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
     } else {
@@ -109,13 +126,65 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     })
 }
 
-pub async fn load(http: &Http, args: &Args) -> Result<Report> {
+/// How buyers prove who they are: a signer of their tokens, or `None` to
+/// name them in the body.
+fn signer(args: &Args) -> Result<Option<Signer>> {
+    let read = |path: &std::path::Path| {
+        std::fs::read(path).with_context(|| format!("reading {}", path.display()))
+    };
+    match (
+        &args.jwt_secret_file,
+        &args.jwt_private_key_file,
+        &args.buyer_auth,
+    ) {
+        (Some(file), None, None) => {
+            let secret = read(file)?;
+            let secret = secret.trim_ascii_end();
+            Ok(Some(Signer::hs256(secret)))
+        }
+        (None, Some(file), None) => Ok(Some(Signer::pem(&read(file)?)?)),
+        (None, None, Some(_)) => Ok(None),
+        _ => anyhow::bail!(
+            "name how buyers sign in, once: --jwt-secret-file FILE, --jwt-private-key-file FILE \
+             or --buyer-auth body"
+        ),
+    }
+}
+
+/// The buyers' tokens, one per user, signed before the clock starts: a
+/// shop's identity service signs them, not the buyer's request.
+fn tokens(signer: &Signer, users: u64) -> Vec<String> {
+    let ttl = Duration::from_secs(3600);
+    let per_thread = users.div_ceil(4).max(1);
+    std::thread::scope(|s| {
+        let parts: Vec<_> = (0..users)
+            .step_by(per_thread as usize)
+            .map(|start| {
+                s.spawn(move || {
+                    (start..(start + per_thread).min(users))
+                        .map(|u| signer.token(&format!("u{u}"), ttl))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        parts
+            .into_iter()
+            .flat_map(|p| p.join().unwrap_or_default())
+            .collect()
+    })
+}
+
+pub async fn load(http: &Http, args: &Args, signer: Option<Signer>) -> Result<Report> {
     let path = format!("/v1/sales/{}/purchase", args.sale);
     let (status, _) = http.get(&format!("/v1/sales/{}", args.sale)).await?;
     anyhow::ensure!(status.is_success(), "sale {} answered {status}", args.sale);
     let next = Arc::new(AtomicU64::new(0));
+    let users = args.users.unwrap_or(args.buyers * 7 / 10).max(1);
+    let tokens: Arc<Vec<String>> = Arc::new(match &signer {
+        Some(signer) => tokens(signer, users),
+        None => Vec::new(),
+    });
     let deadline = Instant::now() + Duration::from_secs(args.max_seconds);
-    let users = (args.buyers * 7 / 10).max(1);
     let meter = match &args.redis_url {
         Some(url) => Some(Meter::start(&seckill_redis::Target::server(url)).await?),
         None => None,
@@ -125,6 +194,7 @@ pub async fn load(http: &Http, args: &Args) -> Result<Report> {
     let mut tasks = Vec::new();
     for _ in 0..args.concurrency {
         let (http, next, path, bar) = (http.clone(), next.clone(), path.clone(), bar.clone());
+        let tokens = tokens.clone();
         let (buyers, request_ids) = (args.buyers, args.request_ids);
         let keep_samples = args.plot.is_some();
         tasks.push(tokio::spawn(async move {
@@ -136,12 +206,26 @@ pub async fn load(http: &Http, args: &Args) -> Result<Report> {
                 if i >= buyers || Instant::now() >= deadline {
                     break;
                 }
-                let mut body = json!({ "user_id": format!("u{}", rand::random_range(0..users)) });
+                // As many buyers as requests: each request a buyer of its
+                // own (every token seen once); fewer: drawn at random.
+                let user = if users >= buyers {
+                    i
+                } else {
+                    rand::random_range(0..users)
+                };
+                let mut body = json!({});
+                let buyer = match tokens.get(user as usize) {
+                    Some(token) => http.with_token(Some(token.clone())),
+                    None => {
+                        body["user_id"] = json!(format!("u{user}"));
+                        http.clone()
+                    }
+                };
                 if request_ids {
                     body["request_id"] = json!(format!("r{i}"));
                 }
                 let t = Instant::now();
-                let answer = http.post(&path, &body).await;
+                let answer = buyer.post(&path, &body).await;
                 let took = t.elapsed();
                 latency.record(took);
                 let code = match answer {

@@ -5,6 +5,8 @@
 //! - `persist`: `seckill persist`, order persister and expiry sweeper.
 //! - `audit`: `seckill audit`, Redis against itself and against SQL.
 //! - `serve`: `seckill serve`, the HTTP service.
+//! - `credentials`: `serve`'s admin token, buyer auth mode, payment-side
+//!   secrets and trusted proxies.
 //! - `demo`: `seckill demo`, everything end to end on a private Redis.
 //! - `load`: `seckill load`, HTTP load on one sale, checked afterwards.
 //! - `signals`: shutdown on SIGINT/SIGTERM.
@@ -20,6 +22,7 @@
 mod archive;
 mod audit;
 mod bench;
+mod credentials;
 mod demo;
 mod load;
 mod lock_bench;

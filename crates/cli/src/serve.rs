@@ -14,15 +14,21 @@ pub struct Args {
     listen: SocketAddr,
     #[command(flatten)]
     stores: crate::target::Stores,
-    /// Bearer token of the admin routes (never logged).
-    #[arg(long, env = "SECKILL_ADMIN_TOKEN", hide_env_values = true)]
-    admin_token: String,
+    #[command(flatten)]
+    credentials: crate::credentials::Args,
     /// Purchases per second one user may send (0: no limit).
     #[arg(long, default_value_t = 50.0)]
     rate_per_user: f64,
     /// Burst one user may send above that rate.
     #[arg(long, default_value_t = 100.0)]
     burst_per_user: f64,
+    /// Purchases per second one client address may send (0: no limit);
+    /// behind --trusted-proxies, the address they forwarded for.
+    #[arg(long, default_value_t = 100.0)]
+    rate_per_ip: f64,
+    /// Burst one address may send above that rate.
+    #[arg(long, default_value_t = 200.0)]
+    burst_per_ip: f64,
     /// Do not run the order persister and expiry sweeper in this process
     /// (run `seckill persist` instead).
     #[arg(long)]
@@ -64,13 +70,15 @@ enum DurabilityArg {
 const LIMIT: std::ops::RangeInclusive<f64> = 0.001..=86_400.0;
 
 pub async fn run(args: Args) -> Result<ExitCode> {
-    anyhow::ensure!(
-        !args.admin_token.is_empty(),
-        "--admin-token must not be empty"
-    );
+    let admin_token = args.credentials.admin_token()?;
+    let auth = args.credentials.auth()?;
     anyhow::ensure!(
         args.rate_per_user >= 0.0 && args.burst_per_user >= 1.0,
         "--rate-per-user must be >= 0 and --burst-per-user >= 1"
+    );
+    anyhow::ensure!(
+        args.rate_per_ip >= 0.0 && args.burst_per_ip >= 1.0,
+        "--rate-per-ip must be >= 0 and --burst-per-ip >= 1"
     );
     anyhow::ensure!(
         args.max_connections >= 1,
@@ -80,9 +88,12 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         listen: args.listen,
         redis: args.stores.redis()?,
         database_url: args.stores.database_url,
-        admin_token: args.admin_token,
+        admin_token,
+        auth,
         rate_per_user: args.rate_per_user,
         burst_per_user: args.burst_per_user,
+        rate_per_ip: args.rate_per_ip,
+        burst_per_ip: args.burst_per_ip,
         background: !args.no_background,
         limits: seckill_service::Limits {
             max_connections: args.max_connections,

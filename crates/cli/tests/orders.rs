@@ -259,7 +259,15 @@ async fn persist_archives_a_finished_sale_when_due() {
     assert_eq!(stored.archived_sold, Some(1));
     common::assert_refused(&[
         &["persist", "--archive-after", "-1"],
-        &["serve", "--admin-token", "t", "--archive-after", "1e9"],
+        &[
+            "serve",
+            "--admin-token",
+            "t",
+            "--buyer-auth",
+            "body",
+            "--archive-after",
+            "1e9",
+        ],
     ]);
 }
 

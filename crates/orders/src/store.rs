@@ -489,6 +489,42 @@ impl Store {
         .await?)
     }
 
+    /// Records the payment side's reference for paid order `order_id`; the
+    /// first one recorded stays (a webhook delivered twice changes nothing).
+    pub async fn record_payment(&self, order_id: &str, reference: &str) -> Result<()> {
+        let sql = match self.dialect {
+            Dialect::Mysql => {
+                "INSERT IGNORE INTO payments (order_id, payment_ref, paid_ms) VALUES (?, ?, ?)"
+            }
+            _ => {
+                "INSERT INTO payments (order_id, payment_ref, paid_ms) VALUES ($1, $2, $3) \
+                 ON CONFLICT (order_id) DO NOTHING"
+            }
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        sqlx::query(sql)
+            .bind(order_id)
+            .bind(reference)
+            .bind(now)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// The payment reference recorded for `order_id`, if any.
+    pub async fn payment_ref(&self, order_id: &str) -> Result<Option<String>> {
+        Ok(sqlx::query_scalar(
+            &self
+                .dialect
+                .params("SELECT payment_ref FROM payments WHERE order_id = $1"),
+        )
+        .bind(order_id)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
     /// Orders of one generation of a sale, by order id.
     pub async fn orders(&self, sale_id: &str, generation: i64) -> Result<Vec<StoredOrder>> {
         // A range of the primary key: the table has no other index.

@@ -64,6 +64,38 @@ impl Http {
         }
     }
 
+    /// The same client (sharing its connections) sending `token` as its
+    /// bearer credential: one buyer among many, say.
+    pub fn with_token(&self, token: Option<String>) -> Self {
+        Self {
+            client: self.client.clone(),
+            base: self.base.clone(),
+            token,
+        }
+    }
+
+    /// `POST` of `body` (bytes sent as they are, JSON) with extra headers:
+    /// a signed webhook, whose signature covers the exact bytes.
+    pub async fn post_bytes(
+        &self,
+        path: &str,
+        body: Bytes,
+        headers: &[(&str, &str)],
+    ) -> Result<(StatusCode, Value)> {
+        let mut all = vec![("content-type", "application/json")];
+        all.extend_from_slice(headers);
+        self.request(Method::POST, path, &all, body).await
+    }
+
+    /// `GET` of `path` with extra headers.
+    pub async fn get_with(
+        &self,
+        path: &str,
+        headers: &[(&str, &str)],
+    ) -> Result<(StatusCode, Value)> {
+        self.request(Method::GET, path, headers, Bytes::new()).await
+    }
+
     /// The base URL this client talks to.
     pub fn base(&self) -> &str {
         &self.base
@@ -162,6 +194,78 @@ impl Http {
         tokio::time::timeout(TIMEOUT, call)
             .await
             .map_err(|_| Error::Timeout(TIMEOUT))?
+    }
+}
+
+/// Signs buyer tokens as a shop's identity service would: for the demo,
+/// load generators and tests.
+///
+/// ```
+/// let signer = seckill_service::client::Signer::hs256(b"a secret of thirty-two bytes or more");
+/// let token = signer.token("alice", std::time::Duration::from_secs(600));
+/// assert_eq!(token.split('.').count(), 3);
+/// ```
+#[derive(Clone)]
+pub struct Signer {
+    key: jsonwebtoken::EncodingKey,
+    header: jsonwebtoken::Header,
+}
+
+impl std::fmt::Debug for Signer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Signer")
+            .field("alg", &self.header.alg)
+            .field("kid", &self.header.kid)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Signer {
+    /// HS256 with a shared secret.
+    pub fn hs256(secret: &[u8]) -> Self {
+        Self {
+            key: jsonwebtoken::EncodingKey::from_secret(secret),
+            header: jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        }
+    }
+
+    /// A private key in PEM: RS256 for RSA, ES256 for EC P-256, EdDSA for
+    /// Ed25519.
+    pub fn pem(pem: &[u8]) -> Result<Self> {
+        use jsonwebtoken::{Algorithm, EncodingKey};
+        let (key, alg) = if let Ok(k) = EncodingKey::from_rsa_pem(pem) {
+            (k, Algorithm::RS256)
+        } else if let Ok(k) = EncodingKey::from_ec_pem(pem) {
+            (k, Algorithm::ES256)
+        } else if let Ok(k) = EncodingKey::from_ed_pem(pem) {
+            (k, Algorithm::EdDSA)
+        } else {
+            return Err(Error::Http(
+                "not an RSA, EC P-256 or Ed25519 private key in PEM".to_owned(),
+            ));
+        };
+        Ok(Self {
+            key,
+            header: jsonwebtoken::Header::new(alg),
+        })
+    }
+
+    /// The same key, its tokens naming it `kid` (for a JWKS document).
+    pub fn kid(mut self, kid: &str) -> Self {
+        self.header.kid = Some(kid.to_owned());
+        self
+    }
+
+    /// A token for `user` (`sub`), valid for `ttl` from now.
+    pub fn token(&self, user: &str, ttl: Duration) -> String {
+        let exp = jsonwebtoken::get_current_timestamp() + ttl.as_secs();
+        self.claims(&serde_json::json!({ "sub": user, "exp": exp }))
+    }
+
+    /// A token of any claims (tests of refusals: no `exp`, a wrong `aud`).
+    pub fn claims(&self, claims: &Value) -> String {
+        // Encoding a JSON value with a key that parsed cannot fail.
+        jsonwebtoken::encode(&self.header, claims, &self.key).unwrap_or_default()
     }
 }
 

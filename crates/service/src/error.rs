@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 use seckill_engine::OrderState;
 
 /// An API error: what the client sees.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 #[error("{code}: {message}")]
 pub struct ApiError {
     /// The HTTP status of the answer.
@@ -33,15 +33,6 @@ impl ApiError {
         Self::new(StatusCode::BAD_REQUEST, "invalid_request", message)
     }
 
-    /// 401 `unauthorized`: an admin route without the right bearer token.
-    pub fn unauthorized() -> Self {
-        Self::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "a valid admin token is required: Authorization: Bearer <token>",
-        )
-    }
-
     /// 503 `unavailable`: Redis or SQL cannot serve now; the client may retry.
     pub fn unavailable(message: impl Into<String>) -> Self {
         Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
@@ -57,7 +48,15 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = serde_json::json!({ "code": self.code, "message": self.message });
-        (self.status, Json(body)).into_response()
+        let mut response = (self.status, Json(body)).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            // RFC 6750: say which scheme would be taken.
+            response.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Bearer"),
+            );
+        }
+        response
     }
 }
 

@@ -28,13 +28,58 @@ impl<T: DeserializeOwned> FromRequest<Arc<AppState>> for Body<T> {
         match tokio::time::timeout(deadline, axum::Json::<T>::from_request(req, state)).await {
             Ok(Ok(axum::Json(value))) => Ok(Self(value)),
             Ok(Err(rejection)) => Err(reject(rejection)),
-            Err(_) => Err(ApiError::new(
-                StatusCode::REQUEST_TIMEOUT,
-                "request_timeout",
-                format!("the request body did not arrive within {deadline:?}"),
-            )),
+            Err(_) => Err(late(deadline)),
         }
     }
+}
+
+/// The caller, as the request's credentials and address show it; never
+/// rejects by itself: each route asks for the role it needs.
+impl FromRequestParts<Arc<AppState>> for crate::auth::Caller {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &Arc<AppState>,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(state.auth.caller(parts).await)
+    }
+}
+
+/// The body as bytes (a signature covers them exactly), with [`Body`]'s
+/// size limit and deadline.
+pub struct RawBody(pub bytes::Bytes);
+
+impl FromRequest<Arc<AppState>> for RawBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &Arc<AppState>) -> Result<Self, Self::Rejection> {
+        let deadline = state.body_deadline;
+        match tokio::time::timeout(deadline, bytes::Bytes::from_request(req, state)).await {
+            Ok(Ok(bytes)) => Ok(Self(bytes)),
+            Ok(Err(rejection)) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+                Err(too_large())
+            }
+            Ok(Err(_)) => Err(ApiError::invalid("the body could not be read")),
+            Err(_) => Err(late(deadline)),
+        }
+    }
+}
+
+fn too_large() -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "payload_too_large",
+        "request bodies are limited to 16 KiB",
+    )
+}
+
+fn late(deadline: std::time::Duration) -> ApiError {
+    ApiError::new(
+        StatusCode::REQUEST_TIMEOUT,
+        "request_timeout",
+        format!("the request body did not arrive within {deadline:?}"),
+    )
 }
 
 /// Like `axum::extract::Query`, with rejections as [`Body`]'s.
@@ -77,11 +122,7 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for Path<T>
 
 fn reject(rejection: JsonRejection) -> ApiError {
     if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        return ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "payload_too_large",
-            "request bodies are limited to 16 KiB",
-        );
+        return too_large();
     }
     let detail = match &rejection {
         JsonRejection::JsonDataError(e) => plain(&e.body_text()),

@@ -5,11 +5,16 @@
 //! - `server`: [`start`] and [`Config`]; the router, background tasks,
 //!   graceful shutdown, the restock listener behind the sold-out fast path.
 //! - `routes`: the handlers of the API described in `src/openapi.json`.
+//! - `auth`: who is calling (admin, payment side, buyer by JWT or trusted
+//!   header), signed payment webhooks, the client's address.
+//! - `secret`: [`Secret`], a credential never printed, compared in
+//!   constant time.
 //! - `state`: what handlers share: engine, store, purchasers, sold-out marks.
 //! - `extract`: body and query extractors whose every rejection is a 4xx
 //!   in plain words.
 //! - `time`: times in (RFC 3339 or ms) and out (RFC 3339).
-//! - `limiter`: the per-user rate limit.
+//! - `limiter`: the per-user and per-address rate limits.
+//! - `locks`: poison-tolerant lock guards.
 //! - `listener`: accepting connections: the cap, header and idle timeouts.
 //! - `metrics`: Prometheus metrics.
 //! - `activity`: this instance's purchases per sale and second (answers by
@@ -25,9 +30,14 @@
 //!     listen: "127.0.0.1:8080".parse().unwrap(),
 //!     redis: seckill_redis::Target::server("redis://127.0.0.1:6379/"),
 //!     database_url: "seckill.db".into(),
-//!     admin_token: "secret".into(),
+//!     admin_token: "admin-secret".into(),
+//!     auth: seckill_service::Auth::new(seckill_service::Buyers::Jwt(seckill_service::Jwt::new(
+//!         seckill_service::JwtKeys::Secret("a 32-byte-or-longer HS256 secret".into()),
+//!     ))),
 //!     rate_per_user: 50.0,
 //!     burst_per_user: 100.0,
+//!     rate_per_ip: 200.0,
+//!     burst_per_ip: 400.0,
 //!     background: true,
 //!     limits: Default::default(),
 //!     archive_after: std::time::Duration::from_secs(3600),
@@ -42,20 +52,27 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 mod activity;
+mod auth;
 pub mod client;
 mod dashboard;
 mod error;
 mod extract;
 mod limiter;
 mod listener;
+mod locks;
 mod metrics;
 mod routes;
+mod secret;
 mod server;
 mod state;
 mod time;
 
+pub use auth::{Auth, Buyers, Jwt, JwtKeys, webhook};
+/// The name of a header (`Buyers::TrustedHeader`).
+pub use axum::http::HeaderName;
 pub use error::ApiError;
 pub use listener::Limits;
+pub use secret::Secret;
 pub use server::{BODY_LIMIT, Config, Running, start};
 
 /// Why the service could not start, or a client request got no answer.
@@ -81,4 +98,8 @@ pub enum Error {
     /// [`start`]: the listen address could not be bound.
     #[error("listen: {0}")]
     Io(#[from] std::io::Error),
+    /// [`start`]: a setting that cannot work (a key that does not parse,
+    /// a secret too short, a file that cannot be read).
+    #[error("{0}")]
+    Config(String),
 }

@@ -1,51 +1,51 @@
-//! Per-user rate limit: a token bucket per user id, in this process.
+//! Keyed rate limits in this process (GCRA, by `governor`): purchases per
+//! user, and per client address, since one person with many accounts
+//! still has few addresses.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::Instant;
+use std::hash::Hash;
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
-/// Buckets kept before idle ones are dropped, bounding memory under a flood
-/// of distinct user ids.
-const MAX_USERS: usize = 200_000;
+use governor::{DefaultKeyedRateLimiter, Quota};
 
-pub struct Limiter {
-    rate: f64,
-    burst: f64,
-    buckets: Mutex<HashMap<String, (f64, Instant)>>,
+/// Keys kept before those whose limit has fully recovered (which hold no
+/// state) are dropped, bounding memory under a flood of distinct keys.
+const MAX_KEYS: usize = 200_000;
+
+pub struct Limiter<K: Hash + Eq + Clone> {
+    limiter: Option<DefaultKeyedRateLimiter<K>>,
+    /// Calls, to look at the key count only now and then: counting walks
+    /// every shard of the map.
+    calls: AtomicU64,
 }
 
-impl Limiter {
-    /// `rate` requests per second per user, bursts up to `burst`. A rate of
+impl<K: Hash + Eq + Clone> Limiter<K> {
+    /// `rate` requests per second per key, bursts up to `burst`. A rate of
     /// 0 turns the limit off.
     pub fn new(rate: f64, burst: f64) -> Self {
+        let quota = (rate > 0.0)
+            .then(|| Quota::with_period(Duration::from_secs_f64(1.0 / rate)))
+            .flatten()
+            .map(|q| {
+                q.allow_burst(NonZeroU32::new(burst.max(1.0) as u32).unwrap_or(NonZeroU32::MIN))
+            });
         Self {
-            rate,
-            burst: burst.max(1.0),
-            buckets: Mutex::default(),
+            limiter: quota.map(DefaultKeyedRateLimiter::keyed),
+            calls: AtomicU64::new(0),
         }
     }
 
-    /// Takes one token for `user`; false when the user is over the limit.
-    pub fn allow(&self, user: &str) -> bool {
-        if self.rate <= 0.0 {
+    /// Takes one request for `key`; false when the key is over its limit.
+    pub fn allow(&self, key: &K) -> bool {
+        let Some(limiter) = &self.limiter else {
             return true;
+        };
+        if self.calls.fetch_add(1, Ordering::Relaxed) % 1024 == 0 && limiter.len() >= MAX_KEYS {
+            limiter.retain_recent();
+            limiter.shrink_to_fit();
         }
-        let now = Instant::now();
-        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
-        if buckets.len() >= MAX_USERS && !buckets.contains_key(user) {
-            // Drop buckets that have refilled completely: they hold no state.
-            let full = self.burst / self.rate;
-            buckets.retain(|_, (_, t)| now.duration_since(*t).as_secs_f64() < full);
-        }
-        let (tokens, last) = buckets.entry(user.to_owned()).or_insert((self.burst, now));
-        *tokens = (*tokens + now.duration_since(*last).as_secs_f64() * self.rate).min(self.burst);
-        *last = now;
-        if *tokens >= 1.0 {
-            *tokens -= 1.0;
-            true
-        } else {
-            false
-        }
+        limiter.check_key(key).is_ok()
     }
 }
 
@@ -54,10 +54,10 @@ mod tests {
     use super::Limiter;
 
     #[test]
-    fn a_burst_is_cut_at_its_size_per_user() {
+    fn a_burst_is_cut_at_its_size_per_key() {
         let limiter = Limiter::new(1.0, 5.0);
-        assert_eq!((0..20).filter(|_| limiter.allow("a")).count(), 5);
-        assert!(limiter.allow("b"));
-        assert!(Limiter::new(0.0, 1.0).allow("anyone"));
+        assert_eq!((0..20).filter(|_| limiter.allow(&"a")).count(), 5);
+        assert!(limiter.allow(&"b"));
+        assert!(Limiter::new(0.0, 1.0).allow(&"anyone"));
     }
 }

@@ -63,7 +63,7 @@ pub async fn serve(
     let refusing = Arc::new(Semaphore::new(256));
     let mut connections = tokio::task::JoinSet::new();
     loop {
-        let (tcp, _) = tokio::select! {
+        let (tcp, peer) = tokio::select! {
             () = until(&mut stopped) => break,
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
@@ -88,7 +88,7 @@ pub async fn serve(
         let _ = tcp.set_nodelay(true);
         let (app, stopped) = (app.clone(), stopped.clone());
         connections.spawn(async move {
-            connection(tcp, app, limits, stopped).await;
+            connection(tcp, peer, app, limits, stopped).await;
             drop(permit);
         });
         // Reap finished connections so the set does not grow.
@@ -166,6 +166,7 @@ impl Activity {
 
 async fn connection(
     tcp: TcpStream,
+    peer: std::net::SocketAddr,
     app: Router,
     limits: Limits,
     mut stopped: watch::Receiver<bool>,
@@ -182,7 +183,11 @@ async fn connection(
         tracker.requests.fetch_add(1, Ordering::Relaxed);
         tracker.in_flight.fetch_add(1, Ordering::Relaxed);
         async move {
-            let answer = app.oneshot(req.map(Body::new)).await;
+            let mut req = req.map(Body::new);
+            // Who is at the other end: rate limits and trusted proxies.
+            req.extensions_mut()
+                .insert(axum::extract::ConnectInfo(peer));
+            let answer = app.oneshot(req).await;
             tracker.last.store(tracker.now(), Ordering::Relaxed);
             tracker.in_flight.fetch_sub(1, Ordering::Relaxed);
             answer

@@ -14,9 +14,12 @@ use seckill_orders::{Persister, PersisterConfig, Store, archive_forever, sweep_f
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::auth::{Auth, Buyers, Checker};
 use crate::error::ApiError;
 use crate::limiter::Limiter;
 use crate::listener::Limits;
+use crate::routes::{orders, sales};
+use crate::secret::Secret;
 use crate::state::AppState;
 use crate::{dashboard, metrics, routes};
 
@@ -34,12 +37,19 @@ pub struct Config {
     /// or `mysql://`.
     pub database_url: String,
     /// Bearer token of the admin routes; empty refuses them all.
-    pub admin_token: String,
+    pub admin_token: Secret,
+    /// Who buyers are, and the payment side's credentials.
+    pub auth: Auth,
     /// Purchases per second per user (0: no limit).
     pub rate_per_user: f64,
     /// Purchases one user may make back to back before the rate applies
     /// (at least 1).
     pub burst_per_user: f64,
+    /// Purchases per second per client address (0: no limit); behind
+    /// [`Auth::trusted_proxies`], the address they forwarded for.
+    pub rate_per_ip: f64,
+    /// Purchases one address may make back to back before its rate applies.
+    pub burst_per_ip: f64,
     /// Run the order persister and expiry sweeper in this process.
     pub background: bool,
     /// How many connections, and how long a slow or idle one is kept.
@@ -57,9 +67,12 @@ impl std::fmt::Debug for Config {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Config")
             .field("listen", &self.listen)
-            .field("admin_token_set", &!self.admin_token.is_empty())
+            .field("admin_token", &self.admin_token)
+            .field("auth", &self.auth)
             .field("rate_per_user", &self.rate_per_user)
             .field("burst_per_user", &self.burst_per_user)
+            .field("rate_per_ip", &self.rate_per_ip)
+            .field("burst_per_ip", &self.burst_per_ip)
             .field("background", &self.background)
             .field("limits", &self.limits)
             .field("archive_after", &self.archive_after)
@@ -106,11 +119,19 @@ pub async fn start(config: Config) -> Result<Running, crate::Error> {
     let store = Store::open(&config.database_url).await?;
     let redis = engine.connection();
     let (stop, stopped) = watch::channel(false);
+    let auth = Checker::new(config.auth.clone(), config.admin_token.clone()).await?;
+    if matches!(config.auth.buyers, Buyers::Body) {
+        tracing::warn!(
+            "buyer auth is `body`: anyone who can reach this port can buy as any user; \
+             use it on a trusted network or for benchmarks only"
+        );
+    }
     let state = Arc::new(AppState::new(
         engine.clone(),
         store.clone(),
-        config.admin_token.clone(),
+        auth,
         Limiter::new(config.rate_per_user, config.burst_per_user),
+        Limiter::new(config.rate_per_ip, config.burst_per_ip),
         redis,
         config.limits.header_timeout,
         stopped.clone(),
@@ -159,18 +180,16 @@ pub async fn start(config: Config) -> Result<Running, crate::Error> {
 /// The routes, with metrics, the body limit and JSON 404/405 answers.
 pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
-        .route(
-            "/v1/sales",
-            post(routes::create_sale).get(routes::list_sales),
-        )
-        .route("/v1/sales/{id}", get(routes::get_sale))
-        .route("/v1/sales/{id}/end", post(routes::end_sale))
-        .route("/v1/sales/{id}/stock", post(routes::change_stock))
-        .route("/v1/sales/{id}/purchase", post(routes::purchase))
-        .route("/v1/sales/{id}/orders", get(routes::list_orders))
-        .route("/v1/orders/{order_id}", get(routes::get_order))
-        .route("/v1/orders/{order_id}/pay", post(routes::pay))
-        .route("/v1/orders/{order_id}/cancel", post(routes::cancel))
+        .route("/v1/sales", post(sales::create_sale).get(sales::list_sales))
+        .route("/v1/sales/{id}", get(sales::get_sale))
+        .route("/v1/sales/{id}/end", post(sales::end_sale))
+        .route("/v1/sales/{id}/stock", post(sales::change_stock))
+        .route("/v1/sales/{id}/purchase", post(sales::purchase))
+        .route("/v1/sales/{id}/orders", get(orders::list_orders))
+        .route("/v1/orders", get(orders::my_orders))
+        .route("/v1/orders/{order_id}", get(orders::get_order))
+        .route("/v1/orders/{order_id}/pay", post(orders::pay))
+        .route("/v1/orders/{order_id}/cancel", post(orders::cancel))
         .route("/healthz", get(routes::healthz))
         .route("/readyz", get(routes::readyz))
         .route("/metrics", get(metrics::render))

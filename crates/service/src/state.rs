@@ -1,17 +1,19 @@
 //! What every request handler shares.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::RwLock;
 use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
 use seckill_engine::{Engine, Outcome, PurchaseRequest, Purchaser, Strategy};
 use seckill_orders::Store;
-use subtle::ConstantTimeEq;
 
 use crate::activity::Activity;
+use crate::auth::Checker;
 use crate::error::ApiError;
 use crate::limiter::Limiter;
+use crate::locks::{read, write};
 
 /// How long this instance trusts "sold out" without asking Redis again, in
 /// case a restock announcement was missed.
@@ -20,8 +22,12 @@ const SOLD_OUT_TTL: Duration = Duration::from_secs(1);
 pub struct AppState {
     pub engine: Engine,
     pub store: Store,
-    admin_token: String,
-    limiter: Limiter,
+    /// Who may call what.
+    pub auth: Checker,
+    /// Purchases per user.
+    limiter: Limiter<String>,
+    /// Purchases per client address.
+    ip_limiter: Limiter<IpAddr>,
     /// One coalescing purchaser per sale.
     purchasers: RwLock<HashMap<String, Purchaser>>,
     /// Sales this instance saw sell out, and when.
@@ -39,11 +45,13 @@ pub struct AppState {
 }
 
 impl AppState {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         engine: Engine,
         store: Store,
-        admin_token: String,
-        limiter: Limiter,
+        auth: Checker,
+        limiter: Limiter<String>,
+        ip_limiter: Limiter<IpAddr>,
         redis: seckill_redis::Conn,
         body_deadline: Duration,
         stopped: tokio::sync::watch::Receiver<bool>,
@@ -51,8 +59,9 @@ impl AppState {
         Self {
             engine,
             store,
-            admin_token,
+            auth,
             limiter,
+            ip_limiter,
             body_deadline,
             activity: Activity::default(),
             stopped,
@@ -62,22 +71,21 @@ impl AppState {
         }
     }
 
-    /// Checks `Authorization: Bearer <token>` in constant time.
-    pub fn check_admin(&self, header: Option<&str>) -> Result<(), ApiError> {
-        let given = header
-            .and_then(|h| h.strip_prefix("Bearer "))
-            .unwrap_or("")
-            .as_bytes();
-        if !self.admin_token.is_empty() && bool::from(given.ct_eq(self.admin_token.as_bytes())) {
-            Ok(())
-        } else {
-            Err(ApiError::unauthorized())
-        }
-    }
-
-    /// Buys for `req` (already validated) in sale `id`: the per-user rate,
+    /// Buys for `req` (already validated) in sale `id`: the per-address and per-user rates,
     /// the sale's limit, this instance's memory of a sell-out, then Redis.
-    pub async fn purchase(&self, id: &str, req: &PurchaseRequest) -> Result<Outcome, ApiError> {
+    pub async fn purchase(
+        &self,
+        id: &str,
+        req: &PurchaseRequest,
+        ip: Option<IpAddr>,
+    ) -> Result<Outcome, ApiError> {
+        if ip.is_some_and(|ip| !self.ip_limiter.allow(&ip)) {
+            return Err(ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limited",
+                "too many requests from this address; slow down",
+            ));
+        }
         if !self.limiter.allow(&req.user_id) {
             return Err(ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
@@ -148,12 +156,4 @@ impl AppState {
     pub fn restocked(&self, id: &str) {
         write(&self.sold_out).remove(id);
     }
-}
-
-fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
-    lock.read().unwrap_or_else(|e| e.into_inner())
-}
-
-fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
-    lock.write().unwrap_or_else(|e| e.into_inner())
 }

@@ -254,11 +254,11 @@ async fn sales_purchases_and_orders_answer_as_documented() {
     );
     let pay = format!("/v1/orders/{order}/pay");
     assert_eq!(
-        rig.http.post(&pay, &json!({})).await.unwrap().1["state"],
+        rig.admin.post(&pay, &json!({})).await.unwrap().1["state"],
         "paid"
     );
     assert_eq!(
-        rig.http.post(&pay, &json!({})).await.unwrap().1["state"],
+        rig.admin.post(&pay, &json!({})).await.unwrap().1["state"],
         "paid"
     );
     expect(
@@ -279,7 +279,7 @@ async fn sales_purchases_and_orders_answer_as_documented() {
         "cancelled"
     );
     expect(
-        rig.http
+        rig.admin
             .post(&format!("/v1/orders/{bob_order}/pay"), &json!({}))
             .await
             .unwrap(),
@@ -334,7 +334,7 @@ async fn sales_purchases_and_orders_answer_as_documented() {
             .unwrap_or_else(|| panic!("no order_id in {}", slow))
     );
     expect(
-        rig.http.post(&late_pay, &json!({})).await.unwrap(),
+        rig.admin.post(&late_pay, &json!({})).await.unwrap(),
         409,
         "order_expired",
     );
@@ -531,7 +531,7 @@ async fn times_unknown_orders_and_idempotency_keys_answer_as_operators_expect() 
     for path in ["/v1/orders/nosuch-abc", "/v1/orders/t1-1-2-3-4"] {
         expect(rig.http.get(path).await.unwrap(), 404, "order_not_found");
         let pay = rig
-            .http
+            .admin
             .post(&format!("{path}/pay"), &json!({}))
             .await
             .unwrap();
@@ -590,13 +590,13 @@ async fn times_unknown_orders_and_idempotency_keys_answer_as_operators_expect() 
     let order = first.1["order_id"].as_str().unwrap();
     let pay = format!("/v1/orders/{order}/pay");
     let paid = rig
-        .http
+        .admin
         .post_idempotent(&pay, &json!({}), "p-1")
         .await
         .unwrap();
     assert_eq!(paid.1["state"], "paid", "{}", paid.1);
     let repeat = rig
-        .http
+        .admin
         .post_idempotent(&pay, &json!({}), "p-1")
         .await
         .unwrap();
@@ -679,7 +679,7 @@ async fn admin_lists_ends_and_restocks_sales_over_http() {
         "ended",
     );
     let (_, paid) = rig
-        .http
+        .admin
         .post(&format!("/v1/orders/{order}/pay"), &json!({}))
         .await
         .unwrap();
@@ -779,14 +779,18 @@ async fn an_archived_sale_answers_from_sql_with_the_same_bodies() {
     assert_eq!(first.0, StatusCode::OK, "{}", first.1);
     let keyed_order = first.1["order_id"].as_str().unwrap().to_owned();
     let paid = rig
-        .http
+        .admin
         .post(&format!("/v1/orders/{keyed_order}/pay"), &json!({}))
         .await;
     assert_eq!(paid.unwrap().0, StatusCode::OK);
     let pay = |o: &str| format!("/v1/orders/{o}/pay");
     let cancel = |o: &str| format!("/v1/orders/{o}/cancel");
     assert_eq!(
-        rig.http.post(&pay(&orders[0]), &json!({})).await.unwrap().0,
+        rig.admin
+            .post(&pay(&orders[0]), &json!({}))
+            .await
+            .unwrap()
+            .0,
         200
     );
     assert_eq!(
@@ -849,7 +853,7 @@ async fn an_archived_sale_answers_from_sql_with_the_same_bodies() {
     let (_, listed) = rig.admin.get("/v1/sales?status=ended").await.unwrap();
     assert_eq!(listed["sales"][0], before[0].1, "{listed}");
     // Settled for good: a repeat answers as before, anything else conflicts.
-    let (status, paid) = rig.http.post(&pay(&orders[0]), &json!({})).await.unwrap();
+    let (status, paid) = rig.admin.post(&pay(&orders[0]), &json!({})).await.unwrap();
     assert_eq!(
         (status.as_u16(), paid["state"].as_str()),
         (200, Some("paid"))
@@ -863,7 +867,7 @@ async fn an_archived_sale_answers_from_sql_with_the_same_bodies() {
         "order_paid",
     );
     expect(
-        rig.http.post(&pay(&orders[2]), &json!({})).await.unwrap(),
+        rig.admin.post(&pay(&orders[2]), &json!({})).await.unwrap(),
         409,
         "order_expired",
     );

@@ -42,6 +42,14 @@ pub fn assert_refused(calls: &[&[&str]]) {
     }
 }
 
+/// `args` must fail with a message on stderr that says `words`.
+pub fn assert_refused_saying(args: &[&str], words: &str) {
+    let out = run(args);
+    assert!(!out.status.success(), "{args:?} was accepted");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(words), "{args:?}: {stderr}");
+}
+
 /// Every one of `fields` of the JSON `report` must be a number above zero.
 pub fn assert_positive(report: &serde_json::Value, fields: &[&str]) {
     for field in fields {
@@ -98,12 +106,15 @@ impl std::ops::DerefMut for Serve {
 }
 
 /// Starts `seckill serve` on a free port with admin token `t`, Redis
-/// `redis`, database `db` and `extra` flags; answers it and its base URL.
+/// `redis`, database `db` and `extra` flags (buyers named in the body
+/// unless `extra` says otherwise, no per-address limit: every test buyer
+/// calls from one address); answers it and its base URL.
 pub fn start_serve(redis: &str, db: &std::path::Path, extra: &[&str]) -> (Serve, String) {
     use std::io::BufRead;
     let mut child = Command::new(env!("CARGO_BIN_EXE_seckill"))
         .args(["serve", "--listen", "127.0.0.1:0", "--admin-token", "t"])
-        .args(["--redis-url", redis])
+        .args(["--redis-url", redis, "--rate-per-ip", "0"])
+        .env("SECKILL_BUYER_AUTH", "body")
         .args(extra)
         .arg("--database-url")
         .arg(db)

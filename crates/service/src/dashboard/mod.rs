@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{HeaderMap, header};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use seckill_engine::{Sale, is_shard};
 use serde::Serialize;
@@ -85,9 +85,9 @@ pub async fn script() -> Response {
 /// the client leaves or the service stops.
 pub async fn stream(
     State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
+    caller: crate::auth::Caller,
 ) -> Result<Response, ApiError> {
-    state.check_admin(crate::routes::auth(&headers))?;
+    caller.admin()?;
     let mut ticks = tokio::time::interval(FRAME_EVERY);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let frames = futures_util::stream::unfold((state, ticks), |(state, mut ticks)| async move {

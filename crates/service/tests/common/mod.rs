@@ -31,15 +31,19 @@ use serde_json::json;
 pub const TOKEN: &str = "drill";
 
 /// The settings of a test service on `redis` and the database `db`: any
-/// free port, admin token `token`, persister and sweeper on, no rate limit.
+/// free port, admin token `token`, buyers named in the body (the tests of
+/// credentials are in `auth.rs`), persister and sweeper on, no rate limit.
 pub fn config(redis: seckill_redis::Target, db: &str, token: &str) -> seckill_service::Config {
     seckill_service::Config {
         listen: "127.0.0.1:0".parse().unwrap(),
         redis,
         database_url: db.to_owned(),
-        admin_token: token.to_owned(),
+        admin_token: token.into(),
+        auth: seckill_service::Auth::new(seckill_service::Buyers::Body),
         rate_per_user: 0.0,
         burst_per_user: 1.0,
+        rate_per_ip: 0.0,
+        burst_per_ip: 1.0,
         background: true,
         limits: Default::default(),
         archive_after: Duration::from_secs(3600),

@@ -1,27 +1,24 @@
-//! The HTTP API. Every answer is JSON; every error is `{code, message}`.
-
-use std::sync::Arc;
+//! Sales (created, changed and ended by the admin; read by anyone) and
+//! purchases (by buyers, as their credential names them).
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
 use seckill_engine::{
-    OrderId, OrderInfo, OrderState, Outcome, PurchaseRequest, Sale, SaleSpec, Sharding, Status,
-    StockChange, check_id, is_shard,
+    Outcome, PurchaseRequest, Sale, SaleSpec, Sharding, Status, StockChange, check_id, is_shard,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use seckill_orders::StoredSale;
 
+use super::{Answer, Shared, idempotency_key, page_limit};
+use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{Path, Query};
 use crate::state::AppState;
 use crate::time::{self, Millis};
-
-type Shared = State<Arc<AppState>>;
-type Answer = Result<Response, ApiError>;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -37,7 +34,7 @@ pub struct NewSale {
 }
 
 #[derive(Serialize)]
-struct SaleBody {
+pub(super) struct SaleBody {
     id: String,
     name: String,
     stock: u64,
@@ -84,12 +81,13 @@ impl From<Sale> for SaleBody {
     }
 }
 
+/// `POST /v1/sales`: the admin.
 pub async fn create_sale(
     State(state): Shared,
-    headers: HeaderMap,
+    caller: Caller,
     crate::extract::Body(body): crate::extract::Body<NewSale>,
 ) -> Answer {
-    state.check_admin(auth(&headers))?;
+    caller.admin()?;
     let mut spec = SaleSpec::new(&body.id, body.stock)
         .name(&body.name)
         .per_user_limit(body.per_user_limit)
@@ -132,7 +130,11 @@ impl SaleBody {
 
 /// Sale `id` from Redis, or from SQL once archived; a sharded sale's pool
 /// and shards only for an `admin`.
-async fn sale_body(state: &AppState, id: &str, admin: bool) -> Result<SaleBody, ApiError> {
+pub(super) async fn sale_body(
+    state: &AppState,
+    id: &str,
+    admin: bool,
+) -> Result<SaleBody, ApiError> {
     match state.engine.sale(id).await {
         Ok(sale) if admin => Ok(SaleBody::for_admin(sale)),
         Ok(sale) => Ok(SaleBody::from(sale)),
@@ -144,33 +146,11 @@ async fn sale_body(state: &AppState, id: &str, admin: bool) -> Result<SaleBody, 
     }
 }
 
-/// An order of an archived sale, from SQL; `OrderNotFound` otherwise.
-async fn archived_order(state: &AppState, order_id: &str) -> Result<OrderBody, ApiError> {
-    let not_found = || ApiError::from(seckill_engine::Error::OrderNotFound(order_id.to_owned()));
-    let Some(order) = state.store.order(order_id).await? else {
-        return Err(not_found());
-    };
-    let Some(sale) = state.store.sale(&order.sale_id).await? else {
-        return Err(not_found());
-    };
-    if sale.archived_ms.is_none() || sale.generation != order.generation {
-        return Err(not_found());
-    }
-    let state = OrderState::parse(&order.state).ok_or_else(not_found)?;
-    Ok(OrderBody {
-        pay_by: time::format((order.created_ms + sale.payment_timeout_secs * 1000).max(0) as u64),
-        order_id: order.order_id,
-        sale_id: order.sale_id,
-        user_id: order.user_id,
-        quantity: order.quantity.max(0) as u32,
-        state,
-    })
-}
-
-pub async fn get_sale(State(state): Shared, headers: HeaderMap, Path(id): Path<String>) -> Answer {
+/// `GET /v1/sales/{id}`: anyone (a storefront shows it).
+pub async fn get_sale(State(state): Shared, caller: Caller, Path(id): Path<String>) -> Answer {
     check_id("sale id", &id)?;
     // Anyone may read a sale; a sharded one's inner workings are for admins.
-    let admin = state.check_admin(auth(&headers)).is_ok();
+    let admin = caller.is_admin();
     Ok(Json(sale_body(&state, &id, admin).await?).into_response())
 }
 
@@ -185,10 +165,10 @@ pub struct SalesPage {
 /// The sales, by id, a page at a time; only those of `status` if given.
 pub async fn list_sales(
     State(state): Shared,
-    headers: HeaderMap,
+    caller: Caller,
     query: Result<Query<SalesPage>, ApiError>,
 ) -> Answer {
-    state.check_admin(auth(&headers))?;
+    caller.admin()?;
     let Query(page) = query?;
     let limit = page_limit(page.limit)?;
     if let Some(after) = &page.after {
@@ -237,8 +217,8 @@ pub async fn list_sales(
 }
 
 /// Ends a sale now; its pending orders stay payable until their pay-by time.
-pub async fn end_sale(State(state): Shared, headers: HeaderMap, Path(id): Path<String>) -> Answer {
-    state.check_admin(auth(&headers))?;
+pub async fn end_sale(State(state): Shared, caller: Caller, Path(id): Path<String>) -> Answer {
+    caller.admin()?;
     check_id("sale id", &id)?;
     let sale = match state.engine.end_sale(&id).await {
         Ok(sale) => sale,
@@ -262,11 +242,11 @@ pub struct StockBody {
 /// Adds to a running sale's stock or sets it, never below what is sold.
 pub async fn change_stock(
     State(state): Shared,
-    headers: HeaderMap,
+    caller: Caller,
     Path(id): Path<String>,
     crate::extract::Body(body): crate::extract::Body<StockBody>,
 ) -> Answer {
-    state.check_admin(auth(&headers))?;
+    caller.admin()?;
     check_id("sale id", &id)?;
     let change = match (body.add, body.set) {
         (Some(n), None) => StockChange::Add(n),
@@ -283,19 +263,12 @@ pub async fn change_stock(
     Ok(Json(SaleBody::for_admin(sale)).into_response())
 }
 
-/// A page size: 100 unless given, at most 1,000.
-fn page_limit(limit: Option<u32>) -> Result<u32, ApiError> {
-    let limit = limit.unwrap_or(100);
-    if limit == 0 || limit > 1_000 {
-        return Err(ApiError::invalid("limit: must be 1-1000"));
-    }
-    Ok(limit)
-}
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PurchaseBody {
-    user_id: String,
+    /// Required in body mode; otherwise optional, and if sent it must name
+    /// the caller.
+    user_id: Option<String>,
     #[serde(default = "one")]
     quantity: u32,
     request_id: Option<String>,
@@ -305,12 +278,15 @@ fn one() -> u32 {
     1
 }
 
+/// `POST /v1/sales/{id}/purchase`: a buyer, for itself.
 pub async fn purchase(
     State(state): Shared,
+    caller: Caller,
     Path(id): Path<String>,
     headers: HeaderMap,
     crate::extract::Body(body): crate::extract::Body<PurchaseBody>,
 ) -> Answer {
+    let user_id = caller.buyer(body.user_id)?;
     check_id("sale id", &id)?;
     let request_id = match (idempotency_key(&headers)?, body.request_id) {
         (Some(header), Some(field)) if header != field => {
@@ -321,13 +297,13 @@ pub async fn purchase(
         (header, field) => header.or(field),
     };
     let req = PurchaseRequest {
-        user_id: body.user_id,
+        user_id,
         quantity: body.quantity,
         request_id,
     };
     req.validate()?;
     let started = std::time::Instant::now();
-    let answer = match state.purchase(&id, &req).await {
+    let answer = match state.purchase(&id, &req, caller.ip).await {
         Err(e) if e.code == "sale_not_found" => archived_purchase(&state, &id, &req).await,
         other => other,
     }
@@ -372,19 +348,6 @@ async fn archived_purchase(
     Ok(Outcome::Ended)
 }
 
-/// The `Idempotency-Key` header (IETF httpapi draft), held to the request
-/// id rules; `None` when absent.
-fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
-    let Some(value) = headers.get("idempotency-key") else {
-        return Ok(None);
-    };
-    let key = value
-        .to_str()
-        .map_err(|_| ApiError::invalid("Idempotency-Key: only A-Z a-z 0-9 _ - are allowed"))?;
-    check_id("Idempotency-Key", key)?;
-    Ok(Some(key.to_owned()))
-}
-
 fn refusal(outcome: Outcome) -> ApiError {
     let message = match outcome {
         Outcome::SoldOut => "no units left",
@@ -394,183 +357,4 @@ fn refusal(outcome: Outcome) -> ApiError {
         Outcome::Ok(_) | Outcome::Duplicate(_) => "bought",
     };
     ApiError::conflict(outcome.code(), message)
-}
-
-/// An order as the API shows it: times as RFC 3339.
-#[derive(Serialize)]
-struct OrderBody {
-    order_id: String,
-    sale_id: String,
-    user_id: String,
-    quantity: u32,
-    state: OrderState,
-    pay_by: String,
-}
-
-impl From<OrderInfo> for OrderBody {
-    fn from(o: OrderInfo) -> Self {
-        Self {
-            pay_by: time::format(o.pay_by_ms),
-            order_id: o.order_id,
-            sale_id: o.sale_id,
-            user_id: o.user_id,
-            quantity: o.quantity,
-            state: o.state,
-        }
-    }
-}
-
-pub async fn get_order(State(state): Shared, Path(order_id): Path<String>) -> Answer {
-    let body = match state.engine.order(&order_id).await {
-        Ok(order) => OrderBody::from(order),
-        Err(seckill_engine::Error::OrderNotFound(_)) => archived_order(&state, &order_id).await?,
-        Err(e) => return Err(e.into()),
-    };
-    Ok(Json(body).into_response())
-}
-
-/// Pays or cancels; an order of an archived sale is settled for good, so a
-/// repeat of what settled it answers as before and anything else conflicts.
-async fn settle(state: &AppState, order_id: &str, to: OrderState) -> Answer {
-    let done = if to == OrderState::Paid {
-        state.engine.pay(order_id).await
-    } else {
-        state.engine.cancel(order_id).await
-    };
-    let new = match done {
-        Ok(new) => new,
-        Err(seckill_engine::Error::OrderNotFound(_)) => {
-            let order = archived_order(state, order_id).await?;
-            if order.state != to {
-                return Err(seckill_engine::Error::OrderConflict {
-                    order_id: order_id.to_owned(),
-                    state: order.state,
-                }
-                .into());
-            }
-            order.state
-        }
-        Err(e) => return Err(e.into()),
-    };
-    Ok(Json(json!({ "order_id": order_id, "state": new })).into_response())
-}
-
-/// Pay and cancel are idempotent by nature (a repeat answers the state the
-/// first one made); a key sent with them is held to the request id rules.
-pub async fn pay(State(state): Shared, Path(order_id): Path<String>, headers: HeaderMap) -> Answer {
-    idempotency_key(&headers)?;
-    settle(&state, &order_id, OrderState::Paid).await
-}
-
-pub async fn cancel(
-    State(state): Shared,
-    Path(order_id): Path<String>,
-    headers: HeaderMap,
-) -> Answer {
-    idempotency_key(&headers)?;
-    settle(&state, &order_id, OrderState::Cancelled).await
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Page {
-    user_id: Option<String>,
-    limit: Option<u32>,
-    after: Option<String>,
-}
-
-pub async fn list_orders(
-    State(state): Shared,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-    query: Result<Query<Page>, ApiError>,
-) -> Answer {
-    state.check_admin(auth(&headers))?;
-    let Query(page) = query?;
-    check_id("sale id", &id)?;
-    if let Some(user) = &page.user_id {
-        check_id("user_id", user)?;
-    }
-    // A sharded sale's order ids, and so its pages' cursors, name a shard.
-    if let Some(after) = page
-        .after
-        .as_deref()
-        .filter(|a| a.parse::<OrderId>().is_err())
-    {
-        check_id("after", after)?;
-    }
-    let limit = page_limit(page.limit)?;
-    // A sharded sale's orders are its shards': each a range of order ids
-    // of its own, so a page is the first `limit` of theirs together.
-    let parts = state.engine.parts(&id).await?;
-    if parts == [id.as_str()] {
-        // Not sharded: it must exist, in Redis or archived in SQL.
-        sale_body(&state, &id, false).await?;
-    }
-    let mut orders = Vec::new();
-    for part in &parts {
-        orders.extend(
-            state
-                .store
-                .orders_page(part, page.user_id.as_deref(), page.after.as_deref(), limit)
-                .await?,
-        );
-    }
-    orders.sort_by(|a, b| a.order_id.cmp(&b.order_id));
-    orders.truncate(limit as usize);
-    let next = (orders.len() == limit as usize)
-        .then(|| orders.last().map(|o| o.order_id.clone()))
-        .flatten();
-    let orders: Vec<_> = orders
-        .into_iter()
-        .map(|o| {
-            json!({
-                "order_id": o.order_id,
-                "sale_id": o.sale_id,
-                "user_id": o.user_id,
-                "quantity": o.quantity,
-                "request_id": o.request_id,
-                "state": o.state,
-                "created_at": time::format(o.created_ms as u64),
-                "updated_at": time::format(o.updated_ms as u64),
-            })
-        })
-        .collect();
-    Ok(Json(json!({ "orders": orders, "next_after": next })).into_response())
-}
-
-pub async fn healthz() -> Response {
-    Json(json!({ "status": "ok" })).into_response()
-}
-
-pub async fn readyz(State(state): Shared) -> Answer {
-    state
-        .engine
-        .ping()
-        .await
-        .map_err(|_| ApiError::unavailable("redis is not reachable"))?;
-    state
-        .store
-        .ping()
-        .await
-        .map_err(|_| ApiError::unavailable("the order database is not reachable"))?;
-    Ok(Json(json!({ "status": "ready" })).into_response())
-}
-
-pub async fn openapi() -> Response {
-    (
-        [(header::CONTENT_TYPE, "application/json")],
-        include_str!("openapi.json"),
-    )
-        .into_response()
-}
-
-pub async fn not_found() -> ApiError {
-    ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route")
-}
-
-pub(crate) fn auth(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
 }
