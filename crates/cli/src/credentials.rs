@@ -20,7 +20,7 @@ pub enum BuyerAuth {
 }
 
 #[derive(ClapArgs)]
-pub struct Args {
+pub struct Credentials {
     /// Bearer token of the admin routes (never logged). Prefer
     /// --admin-token-file: a value here shows in `ps`.
     #[arg(long, env = "SECKILL_ADMIN_TOKEN", hide_env_values = true)]
@@ -65,7 +65,7 @@ pub struct Args {
     webhook_secret_file: Option<PathBuf>,
 }
 
-impl Args {
+impl Credentials {
     /// The admin token, from its file or its value.
     pub fn admin_token(&self) -> Result<Secret> {
         let token = match (&self.admin_token, &self.admin_token_file) {

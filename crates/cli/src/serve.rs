@@ -15,7 +15,7 @@ pub struct Args {
     #[command(flatten)]
     stores: crate::target::Stores,
     #[command(flatten)]
-    credentials: crate::credentials::Args,
+    credentials: crate::credentials::Credentials,
     /// Purchases per second one user may send (0: no limit).
     #[arg(long, default_value_t = 50.0)]
     rate_per_user: f64,

@@ -151,6 +151,12 @@ fn serve_answers_load_then_stops_gracefully_on_sigterm() {
     let redis = RedisServer::start().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("o.db");
+    // Buyers sign in with HS256 tokens; the secret and the admin token
+    // come from files.
+    let secret = dir.path().join("jwt.secret");
+    std::fs::write(&secret, "a secret for this test of at least 32 bytes\n").unwrap();
+    let admin_token = dir.path().join("admin.token");
+    std::fs::write(&admin_token, "t0ken\n").unwrap();
     let mut serve = seckill()
         .args([
             "serve",
@@ -158,10 +164,17 @@ fn serve_answers_load_then_stops_gracefully_on_sigterm() {
             "127.0.0.1:0",
             "--redis-url",
             &redis.url(),
+            "--buyer-auth",
+            "jwt",
+            "--rate-per-ip",
+            "0",
         ])
+        .arg("--jwt-secret-file")
+        .arg(&secret)
+        .arg("--admin-token-file")
+        .arg(&admin_token)
         .arg("--database-url")
         .arg(&db)
-        .env("SECKILL_ADMIN_TOKEN", "t0ken")
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -192,6 +205,8 @@ fn serve_answers_load_then_stops_gracefully_on_sigterm() {
             "--plot",
         ])
         .arg(dir.path().join("load.svg"))
+        .arg("--jwt-secret-file")
+        .arg(&secret)
         .output()
         .unwrap();
     assert!(
@@ -239,10 +254,112 @@ fn serve_answers_load_then_stops_gracefully_on_sigterm() {
 
 #[test]
 fn serve_refuses_bad_configuration_with_a_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let short = dir.path().join("short.secret");
+    std::fs::write(&short, "too short\n").unwrap();
+    let short = short.to_str().unwrap();
+    let empty = dir.path().join("empty.secret");
+    std::fs::write(&empty, "\n").unwrap();
+    let empty = empty.to_str().unwrap();
     assert_refused(&[
-        &["serve", "--admin-token", ""][..],
-        &["serve", "--admin-token", "x", "--listen", "nowhere"],
-        &["load", "--url", "http://127.0.0.1:1", "--sale", "x"],
-        &["load", "--url", "http://127.0.0.1:1", "--sale", "bad id"],
+        &["serve", "--admin-token", "", "--buyer-auth", "body"][..],
+        &[
+            "serve",
+            "--admin-token",
+            "x",
+            "--buyer-auth",
+            "body",
+            "--listen",
+            "nowhere",
+        ],
+        &[
+            "load",
+            "--url",
+            "http://127.0.0.1:1",
+            "--sale",
+            "x",
+            "--buyer-auth",
+            "body",
+        ],
+        &[
+            "load",
+            "--url",
+            "http://127.0.0.1:1",
+            "--sale",
+            "bad id",
+            "--buyer-auth",
+            "body",
+        ],
     ]);
+    // Each names what is missing or wrong, and the choices.
+    for (args, words) in [
+        (
+            &["serve", "--admin-token", "x"][..],
+            "--buyer-auth is required: `jwt` (verified tokens), `trusted-header`",
+        ),
+        (
+            &["serve", "--buyer-auth", "body"],
+            "the admin token is required",
+        ),
+        (
+            &["serve", "--admin-token", "x", "--buyer-auth", "jwt"],
+            "exactly one of --jwt-secret-file, --jwt-public-key-file and --jwks-url",
+        ),
+        (
+            &[
+                "serve",
+                "--admin-token",
+                "x",
+                "--buyer-auth",
+                "jwt",
+                "--jwt-secret-file",
+                short,
+            ],
+            "at least 32 bytes",
+        ),
+        (
+            &["serve", "--admin-token-file", empty, "--buyer-auth", "body"],
+            "is empty",
+        ),
+        (
+            &[
+                "serve",
+                "--admin-token",
+                "x",
+                "--buyer-auth",
+                "trusted-header",
+            ],
+            "needs --trusted-proxies",
+        ),
+        (
+            &[
+                "serve",
+                "--admin-token",
+                "x",
+                "--buyer-auth",
+                "trusted-header",
+                "--trusted-proxies",
+                "10.0.0.0/33",
+            ],
+            "is not an address or CIDR range",
+        ),
+        (
+            &[
+                "serve",
+                "--admin-token",
+                "x",
+                "--buyer-auth",
+                "jwt",
+                "--jwt-public-key-file",
+                short,
+            ],
+            "not an RSA, EC P-256 or Ed25519 public key",
+        ),
+        (
+            &["load", "--url", "http://127.0.0.1:1", "--sale", "x"],
+            "name how buyers sign in",
+        ),
+    ] {
+        common::assert_refused_saying(args, words);
+    }
 }

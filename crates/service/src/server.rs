@@ -113,13 +113,15 @@ impl Running {
 /// does not need Redis yet.
 pub async fn start(config: Config) -> Result<Running, crate::Error> {
     metrics::install();
+    // Keys and secrets first: a setting that cannot work stops the start
+    // before anything is opened.
+    let auth = Checker::new(config.auth.clone(), config.admin_token.clone()).await?;
     // Redis may be away at start: the service starts anyway, answers 503
     // (and `/readyz` 503) meanwhile, and recovers when Redis is back.
     let engine = Engine::connect_target_lazy(&config.redis)?.with_durability(config.durability);
     let store = Store::open(&config.database_url).await?;
     let redis = engine.connection();
     let (stop, stopped) = watch::channel(false);
-    let auth = Checker::new(config.auth.clone(), config.admin_token.clone()).await?;
     if matches!(config.auth.buyers, Buyers::Body) {
         tracing::warn!(
             "buyer auth is `body`: anyone who can reach this port can buy as any user; \

@@ -95,6 +95,7 @@ async fn sales_purchases_and_orders_answer_as_documented() {
         ("post", "/v1/sales/{id}/stock"),
         ("post", "/v1/sales/{id}/purchase"),
         ("get", "/v1/sales/{id}/orders"),
+        ("get", "/v1/orders"),
         ("get", "/v1/orders/{order_id}"),
         ("post", "/v1/orders/{order_id}/pay"),
         ("post", "/v1/orders/{order_id}/cancel"),
@@ -1065,24 +1066,7 @@ async fn raw_text(
     headers: &[(&str, &str)],
     body: &str,
 ) -> String {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(rig.running.addr).unwrap();
-    let mut request = format!("{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n");
-    for (name, value) in headers {
-        request.push_str(&format!("{name}: {value}\r\n"));
-    }
-    if !body.is_empty() {
-        request.push_str(&format!(
-            "content-type: application/json\r\ncontent-length: {}\r\n",
-            body.len()
-        ));
-    }
-    request.push_str("\r\n");
-    request.push_str(body);
-    stream.write_all(request.as_bytes()).unwrap();
-    let mut text = String::new();
-    stream.read_to_string(&mut text).unwrap();
-    text
+    common::raw_text(rig.running.addr, method, path, headers, body)
 }
 
 /// The first `frames` frames of `GET /v1/dashboard/stream` with `token`:

@@ -263,9 +263,25 @@ impl Caller {
         }
     }
 
+    /// Refuses a request whose credential was refused, on routes anyone
+    /// may call: a wrong credential is never silently ignored.
+    pub fn checked(&self) -> Result<(), ApiError> {
+        self.who().map(|_| ())
+    }
+
     /// Whether the caller is the admin; a refused credential is not.
     pub fn is_admin(&self) -> bool {
         matches!(self.who, Ok(Who::Admin))
+    }
+
+    /// Refuses, before its body is read, a purchase by anyone but a buyer
+    /// (or, in body mode, an anonymous caller).
+    pub fn may_buy(&self) -> Result<(), ApiError> {
+        match self.who()? {
+            Who::Buyer(_) => Ok(()),
+            // Anonymous in body mode passes; anyone else gets its refusal.
+            _ => self.buyer(Some(String::new())).map(|_| ()),
+        }
     }
 
     /// The buyer a purchase is for: the verified caller, whom a `user_id`

@@ -16,7 +16,7 @@ use seckill_orders::StoredSale;
 use super::{Answer, Shared, idempotency_key, page_limit};
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::extract::{Path, Query};
+use crate::extract::{Body, Path, Query};
 use crate::state::AppState;
 use crate::time::{self, Millis};
 
@@ -85,9 +85,10 @@ impl From<Sale> for SaleBody {
 pub async fn create_sale(
     State(state): Shared,
     caller: Caller,
-    crate::extract::Body(body): crate::extract::Body<NewSale>,
+    body: Result<Body<NewSale>, ApiError>,
 ) -> Answer {
     caller.admin()?;
+    let Body(body) = body?;
     let mut spec = SaleSpec::new(&body.id, body.stock)
         .name(&body.name)
         .per_user_limit(body.per_user_limit)
@@ -150,6 +151,7 @@ pub(super) async fn sale_body(
 pub async fn get_sale(State(state): Shared, caller: Caller, Path(id): Path<String>) -> Answer {
     check_id("sale id", &id)?;
     // Anyone may read a sale; a sharded one's inner workings are for admins.
+    caller.checked()?;
     let admin = caller.is_admin();
     Ok(Json(sale_body(&state, &id, admin).await?).into_response())
 }
@@ -244,9 +246,10 @@ pub async fn change_stock(
     State(state): Shared,
     caller: Caller,
     Path(id): Path<String>,
-    crate::extract::Body(body): crate::extract::Body<StockBody>,
+    body: Result<Body<StockBody>, ApiError>,
 ) -> Answer {
     caller.admin()?;
+    let Body(body) = body?;
     check_id("sale id", &id)?;
     let change = match (body.add, body.set) {
         (Some(n), None) => StockChange::Add(n),
@@ -284,8 +287,10 @@ pub async fn purchase(
     caller: Caller,
     Path(id): Path<String>,
     headers: HeaderMap,
-    crate::extract::Body(body): crate::extract::Body<PurchaseBody>,
+    body: Result<Body<PurchaseBody>, ApiError>,
 ) -> Answer {
+    caller.may_buy()?;
+    let Body(body) = body?;
     let user_id = caller.buyer(body.user_id)?;
     check_id("sale id", &id)?;
     let request_id = match (idempotency_key(&headers)?, body.request_id) {
