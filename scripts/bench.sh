@@ -3,12 +3,13 @@
 # one go, on this machine, and writes the page from their JSON output
 # (scripts/bench_doc.py), then docs/scaling.md (scripts/scaling.sh). About
 # twenty-five minutes. Needs redis-server, curl,
-# python3; PostgreSQL on 127.0.0.1:5432, MariaDB/MySQL on 127.0.0.1:3306 and
+# python3, openssl; PostgreSQL on 127.0.0.1:5432, MariaDB/MySQL on 127.0.0.1:3306 and
 # valgrind are used when present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
 . scripts/run.sh
+command -v openssl >/dev/null || need_apt openssl
 
 step "lock-bench"
 for m in hot spread; do for w in counter empty; do
@@ -76,43 +77,73 @@ REDIS=redis://127.0.0.1:$RPORT/
 # The lock's example, as the README shows it (its test runs the same code).
 cargo run -q --release -p seckill-lock --example guarded_counter -- "$REDIS" | grep -qx 'counter = 200'
 
-# http NAME STOCK SERVE-FLAGS LOAD-FLAGS: a fresh `serve`, a sale of STOCK
-# units (limit 5 per user), 200,000 purchases through `seckill load`; writes
-# the load's JSON and the service's CPU µs per request.
+# http NAME STOCK SERVE-FLAGS LOAD-FLAGS [REQUESTS [LIMIT]]: a fresh
+# `serve`, a sale of STOCK units (LIMIT per user, 5 unless given), REQUESTS
+# purchases (200,000 unless given) through `seckill load`; writes the
+# load's JSON and the service's CPU µs per request.
 http() {
-  local name=$1 stock=$2 flags=$3 load_flags=$4 web pid
+  local name=$1 stock=$2 flags=$3 load_flags=$4 requests=${5:-200000} limit=${6:-5} web pid
   # Nothing of the runs before: a persister would otherwise drain their
   # orders during this run's load.
   redis-cli -p "$RPORT" FLUSHALL >/dev/null
   web=$(free_port)
   # shellcheck disable=SC2086
   $S serve --listen 127.0.0.1:$web --redis-url $REDIS --database-url "$OUT/svc-$name.db" \
-    --admin-token tok --buyer-auth body --rate-per-user 0 --rate-per-ip 0 $flags >"$OUT/serve-$name.log" 2>&1 &
+    --admin-token tok --rate-per-user 0 --rate-per-ip 0 $flags >"$OUT/serve-$name.log" 2>&1 &
   pid=$!
   PIDS+=($pid)
   for _ in $(seq 100); do curl -sf http://127.0.0.1:$web/healthz >/dev/null && break; sleep 0.1; done
   curl -sf -XPOST -H 'Authorization: Bearer tok' -H 'content-type: application/json' \
-    -d "{\"id\":\"$name\",\"name\":\"$name\",\"stock\":$stock,\"per_user_limit\":5}" \
+    -d "{\"id\":\"$name\",\"name\":\"$name\",\"stock\":$stock,\"per_user_limit\":$limit}" \
     http://127.0.0.1:$web/v1/sales >/dev/null
   local before after
   before=$(cpu_ticks $pid)
   # shellcheck disable=SC2086
-  $S load --url http://127.0.0.1:$web --sale "$name" --buyers 200000 --concurrency 256 \
+  $S load --url http://127.0.0.1:$web --sale "$name" --buyers "$requests" --concurrency 256 \
     $load_flags --redis-url $REDIS --json >"$OUT/http-$name.json"
   after=$(cpu_ticks $pid)
-  echo $(( (after - before) * 1000000 / TICK / 200000 )) >"$OUT/http-$name.cpu"
+  awk -v a="$after" -v b="$before" -v t="$TICK" -v n="$requests" \
+    'BEGIN { printf "%.2f\n", (a - b) * 1000000 / t / n }' >"$OUT/http-$name.cpu"
   kill -TERM $pid
   wait $pid || true
 }
+BODY="--buyer-auth body"
 # Three alternating pairs: one pair's ratio moves with the machine.
 for i in 1 2 3; do
   # The first row is also drawn, second by second.
   plot=""
   [ "$i" = 1 ] && plot="--plot docs/img/load.svg"
-  http stock-$i 1000000 "" "--request-ids $plot"
-  http nobg-$i 1000000 --no-background --request-ids
+  http stock-$i 1000000 "$BODY" "$BODY --request-ids $plot"
+  http nobg-$i 1000000 "$BODY --no-background" "$BODY --request-ids"
 done
-http soldout 1000 "" ""
+http soldout 1000 "$BODY" "$BODY"
+
+step "HTTP: what verifying buyers costs (--buyer-auth body, jwt HS256, jwt RS256)"
+head -c 48 /dev/urandom | base64 >"$OUT/jwt.secret"
+openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$OUT/rsa.key" 2>/dev/null
+openssl pkey -in "$OUT/rsa.key" -pubout -out "$OUT/rsa.pub"
+HS_SERVE="--buyer-auth jwt --jwt-secret-file $OUT/jwt.secret"
+HS_LOAD="--jwt-secret-file $OUT/jwt.secret"
+RS_SERVE="--buyer-auth jwt --jwt-public-key-file $OUT/rsa.pub"
+RS_LOAD="--jwt-private-key-file $OUT/rsa.key"
+# 2,000 buyers repeating their tokens (100 purchases each, all sold), the
+# three modes alternating, three rounds.
+for i in 1 2 3; do
+  http auth-body-$i 1000000 "$BODY" "$BODY --users 2000 --request-ids" 200000 100
+  http auth-hs256-$i 1000000 "$HS_SERVE" "$HS_LOAD --users 2000 --request-ids" 200000 100
+  http auth-rs256-$i 1000000 "$RS_SERVE" "$RS_LOAD --users 2000 --request-ids" 200000 100
+done
+# First sight: 20,000 requests, each a buyer of its own, so every token is
+# verified; no persister, so the service idles at nothing while `load`
+# signs the tokens before its clock starts.
+for m in body hs256 rs256; do
+  case $m in
+    body) sf="$BODY" lf="$BODY" ;;
+    hs256) sf="$HS_SERVE" lf="$HS_LOAD" ;;
+    rs256) sf="$RS_SERVE" lf="$RS_LOAD" ;;
+  esac
+  http auth-$m-fresh 1000000 "$sf --no-background" "$lf --users 20000 --request-ids" 20000 100
+done
 
 step "writing docs/benchmarks.md"
 python3 scripts/bench_doc.py "$OUT" "$(date -u +%Y-%m-%d)" >docs/benchmarks.md

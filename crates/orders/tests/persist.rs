@@ -516,3 +516,36 @@ async fn every_sqlite_form_creates_its_file_and_folder() {
     }
     assert!(Store::open("sqlite:").await.is_err());
 }
+
+/// A paid order's payment reference: the first one recorded stays (a
+/// webhook delivered twice changes nothing), on each database.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_payment_reference_stays_on_every_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = Store::open(&dir.path().join("o.db").to_string_lossy())
+        .await
+        .unwrap();
+    let mut stores = vec![("sqlite", sqlite, None)];
+    for (name, server) in [("postgres", Server::Postgres), ("mysql", Server::Mysql)] {
+        if let Some((store, guard)) = server_database(server).await {
+            stores.push((name, store, Some(guard)));
+        }
+    }
+    for (name, store, _guard) in &stores {
+        assert_eq!(
+            store.payment_ref("s-1-2-0-0").await.unwrap(),
+            None,
+            "{name}"
+        );
+        store.record_payment("s-1-2-0-0", "pi_first").await.unwrap();
+        store
+            .record_payment("s-1-2-0-0", "pi_second")
+            .await
+            .unwrap();
+        assert_eq!(
+            store.payment_ref("s-1-2-0-0").await.unwrap().as_deref(),
+            Some("pi_first"),
+            "{name}"
+        );
+    }
+}

@@ -60,7 +60,7 @@ async fn half_sent_requests_are_closed_at_the_header_deadline_while_buyers_are_s
     let running = serve(&redis, &dir, limits).await;
     let base = format!("http://{}", running.addr);
     let admin = Http::new(&base, Some(TOKEN.to_owned()));
-    let sale = json!({ "id": "c", "name": "c", "stock": 1_000_000, "per_user_limit": 1_000 });
+    let sale = json!({ "id": "c", "name": "c", "stock": 1_000_000, "per_user_limit": 1_000_000 });
     assert_eq!(admin.post("/v1/sales", &sale).await.unwrap().0, 201);
 
     // 2,000 connections that each send half a header and then nothing.

@@ -84,7 +84,16 @@ impl Verifier {
         let now = jsonwebtoken::get_current_timestamp();
         let keys = match &self.keys {
             Keys::One(_) => 0,
-            Keys::Jwks(jwks) => jwks.version(),
+            Keys::Jwks(jwks) => {
+                // Fetched again in the background every few minutes, also
+                // while every token is known: a removed key must stop
+                // verifying even if no token names a new one.
+                if jwks.stale(REFRESH_EVERY) {
+                    let jwks = jwks.clone();
+                    tokio::spawn(async move { jwks.refresh(REFRESH_EVERY).await });
+                }
+                jwks.version()
+            }
         };
         if let Some(known) = read(&self.known).get(&hash)
             && known.until >= now
@@ -101,10 +110,6 @@ impl Verifier {
                     .kid
                     .as_deref()
                     .ok_or_else(|| unauthorized("the token names no key (`kid`)"))?;
-                if jwks.stale(REFRESH_EVERY) {
-                    let jwks = jwks.clone();
-                    tokio::spawn(async move { jwks.refresh(REFRESH_EVERY).await });
-                }
                 jwks.key(kid).await.ok_or_else(|| {
                     unauthorized("the token's key (`kid`) is not one of the issuer's keys")
                 })?
