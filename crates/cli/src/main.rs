@@ -56,7 +56,7 @@ enum Command {
     /// buyers over HTTP, payments, expiry, resale, audit.
     Demo(demo::Args),
     /// Serve the HTTP API (with the order persister and expiry sweeper).
-    Serve(serve::Args),
+    Serve(Box<serve::Args>),
     /// Send purchase load to a running service and check the sale after.
     Load(load::Args),
     /// Race buyers for a sale through each purchase strategy and verify it.
@@ -109,7 +109,7 @@ fn main() -> ExitCode {
 async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Demo(args) => demo::run(args).await,
-        Command::Serve(args) => serve::run(args).await,
+        Command::Serve(args) => serve::run(*args).await,
         Command::Load(args) => load::run(args).await,
         Command::Bench(args) => bench::run(args).await,
         Command::LockBench(args) => lock_bench::run(args).await,

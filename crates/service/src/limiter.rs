@@ -41,7 +41,12 @@ impl<K: Hash + Eq + Clone> Limiter<K> {
         let Some(limiter) = &self.limiter else {
             return true;
         };
-        if self.calls.fetch_add(1, Ordering::Relaxed) % 1024 == 0 && limiter.len() >= MAX_KEYS {
+        if self
+            .calls
+            .fetch_add(1, Ordering::Relaxed)
+            .is_multiple_of(1024)
+            && limiter.len() >= MAX_KEYS
+        {
             limiter.retain_recent();
             limiter.shrink_to_fit();
         }

@@ -45,7 +45,7 @@ pub struct Jwks {
 impl Jwks {
     pub fn new(url: &str, rules: Rules, refetch_after: Duration) -> Result<Self, String> {
         let builder = hyper_rustls::HttpsConnectorBuilder::new();
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let connector = if url.starts_with("https://") {
             builder
                 .with_provider_and_native_roots(provider)
