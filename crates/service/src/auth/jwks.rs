@@ -127,7 +127,7 @@ impl Jwks {
     async fn fetch(&self) -> Result<KeySet, String> {
         let uri: hyper::Uri = self.url.parse().map_err(|e| format!("{e}"))?;
         let call = async {
-            let response = self.client.get(uri).await.map_err(|e| format!("{e}"))?;
+            let response = self.client.get(uri).await.map_err(|e| chain(&e))?;
             if !response.status().is_success() {
                 return Err(format!("answered {}", response.status()));
             }
@@ -155,4 +155,17 @@ impl Jwks {
         }
         Ok(keys)
     }
+}
+
+/// An error with its causes: the client's own text ("client error
+/// (Connect)") hides which of DNS, TCP or the certificate failed.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
