@@ -334,6 +334,16 @@ def http_cpu(name):
         return float(f.read())
 
 
+def http_run(name):
+    """HTTP row `name`: the load's report and the service CPU µs per
+    request; None when the row did not run."""
+    path = os.path.join(OUT, f"http-{name}.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f), http_cpu(name)
+
+
 p("## HTTP: `seckill serve` under `seckill load`\n")
 p("A private redis-server, a fresh `seckill serve` per row (release build, "
   "per-user rate limit off), a sale with a limit of 5 per user, and 200,000 "
@@ -360,12 +370,10 @@ for i in (1, 2, 3):
 runs.append(("soldout", "a sale of 1,000 units, no request ids: nearly all "
                         "answered sold out by the service without Redis"))
 for name, what in runs:
-    path = os.path.join(OUT, f"http-{name}.json")
-    if not os.path.exists(path):
+    run = http_run(name)
+    if run is None:
         continue
-    with open(path) as f:
-        r = json.load(f)
-    cpu = http_cpu(name)
+    r, cpu = run
     rates[name] = r["requests_per_s"]
     rows.append([what, num(r["requests_per_s"]), num(r["p50_ms"], 1), num(r["p99_ms"], 1),
                  num(cpu), num(r.get("redis_us_per_request"), 2),
@@ -399,18 +407,16 @@ p("```sh\n# M: body | jwt --jwt-secret-file jwt.secret | jwt --jwt-public-key-fi
   "# T: --buyer-auth body | --jwt-secret-file jwt.secret | --jwt-private-key-file rsa.key\n"
   "seckill load --url http://127.0.0.1:$WEB --sale $NAME --buyers 200000 --users 2000 "
   "--concurrency 256 --request-ids $T --redis-url $REDIS --json\n```\n")
+AUTH_MODES = (("body", "body"), ("hs256", "jwt HS256"), ("rs256", "jwt RS256"))
 rows = []
 ratios = {"hs256": [], "rs256": []}
 for i in (1, 2, 3):
     body = None
-    for mode, what in (("body", "body"), ("hs256", "jwt HS256"), ("rs256", "jwt RS256")):
-        name = f"auth-{mode}-{i}"
-        path = os.path.join(OUT, f"http-{name}.json")
-        if not os.path.exists(path):
+    for mode, what in AUTH_MODES:
+        run = http_run(f"auth-{mode}-{i}")
+        if run is None:
             continue
-        with open(path) as f:
-            r = json.load(f)
-        cpu = http_cpu(name)
+        r, cpu = run
         if mode == "body":
             body = cpu
         ratio = cpu / body if body else None
@@ -430,14 +436,11 @@ if rows:
               f"(median {xs[len(xs) // 2]:.2f}×).")
 rows = []
 base = None
-for mode, what in (("body", "body"), ("hs256", "jwt HS256"), ("rs256", "jwt RS256")):
-    name = f"auth-{mode}-fresh"
-    path = os.path.join(OUT, f"http-{name}.json")
-    if not os.path.exists(path):
+for mode, what in AUTH_MODES:
+    run = http_run(f"auth-{mode}-fresh")
+    if run is None:
         continue
-    with open(path) as f:
-        r = json.load(f)
-    cpu = http_cpu(name)
+    r, cpu = run
     if mode == "body":
         base = cpu
     rows.append([what, num(r["requests_per_s"]), num(r["p50_ms"], 1), num(r["p99_ms"], 1),
