@@ -54,6 +54,26 @@ pub enum Error {
         reason: String,
     },
 
+    /// Fields each valid alone that disagree with each other (an end not
+    /// after the start), so the request can never succeed as sent.
+    #[error("{field}: {reason}")]
+    Inconsistent {
+        /// The field refused.
+        field: &'static str,
+        /// The rule it breaks, naming the other field.
+        reason: String,
+    },
+
+    /// A request the sale as it is does not allow (stock below the units
+    /// sold, more than one unit of a sharded sale).
+    #[error("{field}: {reason}")]
+    StateConflict {
+        /// The field refused.
+        field: &'static str,
+        /// What in the sale's state stands in the way.
+        reason: String,
+    },
+
     /// A strategy that cannot serve this sale: each needs the inventory
     /// [`crate::Strategy::inventory`] names (`list` a token list, the other
     /// baselines a counter, `atomic` and `coalesced` the sale's hash).

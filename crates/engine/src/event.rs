@@ -21,7 +21,17 @@ use crate::keys::check_sale_key;
 use crate::lifecycle::OrderState;
 
 /// Longest order id this system makes, in bytes.
-const MAX_ORDER_ID_LEN: usize = 160;
+pub const MAX_ORDER_ID_LEN: usize = 160;
+
+/// Whether `s` is written as an order id may be: 1-[`MAX_ORDER_ID_LEN`]
+/// bytes of `[A-Za-z0-9_~-]` (`~` joins a shard's tag to its sale). Such a
+/// string that names no order is an unknown order, not a bad request.
+pub fn is_order_id_shaped(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= MAX_ORDER_ID_LEN
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'~' | b'-'))
+}
 
 /// An order id: `<sale>-<generation>-<ms>-<n>-<i>`, order `i` of the
 /// purchase entry `<ms>-<n>` of one generation of a sale.

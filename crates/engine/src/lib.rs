@@ -65,7 +65,9 @@ mod strategy;
 pub use durability::Durability;
 pub use engine::{Engine, client};
 pub use error::{Error, Result};
-pub use event::{Event, OrderId, StreamEntry, entry_number, next_entry_id};
+pub use event::{
+    Event, MAX_ORDER_ID_LEN, OrderId, StreamEntry, entry_number, is_order_id_shaped, next_entry_id,
+};
 pub use keys::{MAX_ID_LEN, RESTOCK_CHANNEL, check_id, is_shard, sale_of};
 pub use lifecycle::{OrderInfo, OrderState};
 pub use order::{MAX_QUANTITY, Order, Outcome, PurchaseRequest};

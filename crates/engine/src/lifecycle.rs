@@ -10,7 +10,7 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::event::{Event, OrderId, StreamEntry};
 use crate::inspect::stream_events;
-use crate::keys::{SaleKeys, check_id};
+use crate::keys::SaleKeys;
 use crate::scripts::LIBRARY;
 
 /// Where an order stands.
@@ -121,16 +121,23 @@ pub(crate) fn transition(order_id: &str, answer: &str) -> Result<OrderState> {
     OrderState::parse(answer).ok_or_else(|| unexpected(answer))
 }
 
-/// The id of an order asked for by a client: one that keeps the id rules
-/// but is not of this system's form names no order (`OrderNotFound`);
-/// one that breaks them is `Invalid`.
+/// The id of an order asked for by a client: one written as order ids are
+/// ([`crate::is_order_id_shaped`]) but not of this system's form names no
+/// order (`OrderNotFound`); any other is `Invalid`.
 fn known(order_id: &str) -> Result<OrderId> {
-    order_id
-        .parse()
-        .map_err(|e| match check_id("order_id", order_id) {
-            Ok(()) => Error::OrderNotFound(order_id.to_owned()),
-            Err(_) => e,
-        })
+    order_id.parse().map_err(|_: Error| {
+        if crate::event::is_order_id_shaped(order_id) {
+            Error::OrderNotFound(order_id.to_owned())
+        } else {
+            Error::Invalid {
+                field: "order_id",
+                reason: format!(
+                    "must be 1-{} characters of A-Z a-z 0-9 _ ~ -",
+                    crate::event::MAX_ORDER_ID_LEN
+                ),
+            }
+        }
+    })
 }
 
 fn unexpected(answer: &str) -> Error {

@@ -140,16 +140,17 @@ impl SaleSpec {
                 reason: reason.to_owned(),
             })
         };
-        if self.name.is_empty() || self.name.len() > 256 {
-            return invalid("name", "must be 1-256 bytes");
+        // Characters, not bytes: a name is display text in any script.
+        if self.name.is_empty() || self.name.chars().count() > 256 {
+            return invalid("name", "must be 1-256 characters");
         }
         if self.stock > MAX_STOCK {
             return invalid("stock", "must be at most 1,000,000,000");
         }
-        if self.per_user_limit == Some(0) {
+        if self.per_user_limit == Some(0) || self.per_user_limit > Some(MAX_STOCK as u32) {
             return invalid(
                 "per_user_limit",
-                "must be at least 1 (omit it for no limit)",
+                "must be 1-1,000,000,000 (omit it for no limit)",
             );
         }
         if self.shards == 0 || self.shards > MAX_SHARDS {
@@ -158,10 +159,10 @@ impl SaleSpec {
         // A shard's id, `<id>~<tag>`, must fit where a sale id is stored.
         let longest = crate::keys::MAX_ID_LEN - crate::keys::SHARD_SUFFIX_LEN;
         if self.shards > 1 && self.id.len() > longest {
-            return invalid(
-                "sale id",
-                &format!("a sharded sale's id is at most {longest} bytes"),
-            );
+            return Err(Error::Inconsistent {
+                field: "id",
+                reason: format!("a sharded sale's id is at most {longest} characters"),
+            });
         }
         if self.shards > 1 && self.inventory != Inventory::Hash {
             return invalid(
@@ -172,7 +173,10 @@ impl SaleSpec {
         if let (Some(start), Some(end)) = (self.starts_at_ms, self.ends_at_ms)
             && end <= start
         {
-            return invalid("ends_at", "must be after starts_at");
+            return Err(Error::Inconsistent {
+                field: "ends_at",
+                reason: "must be after starts_at".to_owned(),
+            });
         }
         Ok(())
     }

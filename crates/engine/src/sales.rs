@@ -194,11 +194,11 @@ impl Engine {
             .as_deref()
         {
             Some("no_sale") => Err(Error::SaleNotFound(id.to_owned())),
-            Some("below_sold") => Err(Error::Invalid {
+            Some("below_sold") => Err(Error::StateConflict {
                 field: op,
                 reason: format!("the stock would be below the {} units sold", sale.sold),
             }),
-            Some("too_large") => Err(Error::Invalid {
+            Some("too_large") => Err(Error::StateConflict {
                 field: op,
                 reason: format!("the stock would be above {MAX_STOCK}"),
             }),

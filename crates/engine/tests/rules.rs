@@ -272,7 +272,13 @@ async fn bad_input_is_refused_with_the_field_named() {
     let limit0 = SaleSpec::new("z", 1).per_user_limit(0);
     assert_eq!(invalid(engine.create_sale(&limit0).await), "per_user_limit");
     let backwards = SaleSpec::new("z", 1).window(Some(10), Some(5));
-    assert_eq!(invalid(engine.create_sale(&backwards).await), "ends_at");
+    assert!(matches!(
+        engine.create_sale(&backwards).await,
+        Err(Error::Inconsistent {
+            field: "ends_at",
+            ..
+        })
+    ));
     let huge = SaleSpec::new("z", seckill_engine::MAX_STOCK + 1);
     assert_eq!(invalid(engine.create_sale(&huge).await), "stock");
 
@@ -374,7 +380,10 @@ async fn ending_early_and_changing_stock_reach_purchasers_made_before() {
 
             // Stock: never below what is sold; adding sells again at once.
             let refused = engine.change_stock(&id, StockChange::Set(1)).await;
-            assert!(matches!(refused, Err(Error::Invalid { .. })), "{refused:?}");
+            assert!(
+                matches!(refused, Err(Error::StateConflict { .. })),
+                "{refused:?}"
+            );
             let sale = engine.change_stock(&id, StockChange::Add(3)).await.unwrap();
             assert_eq!((sale.stock, sale.remaining, sale.sold), (5, 3, 2));
             assert!(matches!(
@@ -415,7 +424,10 @@ async fn ending_early_and_changing_stock_reach_purchasers_made_before() {
         .await
         .unwrap();
     let above = engine.change_stock("big", StockChange::Add(1)).await;
-    assert!(matches!(above, Err(Error::Invalid { .. })), "{above:?}");
+    assert!(
+        matches!(above, Err(Error::StateConflict { .. })),
+        "{above:?}"
+    );
     // An upcoming sale ended: ended, with a window a sale may have.
     let later = SaleSpec::new("later", 1).window(Some(now_ms() + 60_000), None);
     engine.create_sale(&later).await.unwrap();

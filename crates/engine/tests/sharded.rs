@@ -259,7 +259,7 @@ async fn a_sharded_sale_refuses_what_it_cannot_do() {
     assert!(
         matches!(
             two,
-            Err(seckill_engine::Error::Invalid {
+            Err(seckill_engine::Error::StateConflict {
                 field: "quantity",
                 ..
             })

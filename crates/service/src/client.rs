@@ -113,7 +113,7 @@ impl Http {
     }
 
     /// `POST` of `body` as JSON to `path` with an `Idempotency-Key`
-    /// header: a repeat is answered as the first request was.
+    /// header (paying and cancelling take one; a purchase refuses it).
     pub async fn post_idempotent(
         &self,
         path: &str,

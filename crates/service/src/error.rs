@@ -87,6 +87,15 @@ impl From<seckill_engine::Error> for ApiError {
                 Self::conflict(code, format!("order `{order_id}` is {}", state.as_str()))
             }
             E::Invalid { field, reason } => Self::invalid(format!("{field}: {reason}")),
+            // Each field keeps the document's rules; only together do they
+            // break one it states in words: not 400, which means "the
+            // document forbids this".
+            E::Inconsistent { .. } => Self::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "fields_disagree",
+                e.to_string(),
+            ),
+            E::StateConflict { .. } => Self::conflict("sale_conflict", e.to_string()),
             E::Unsupported { .. } => Self::invalid(e.to_string()),
             E::NotReplicated(_) => {
                 tracing::warn!(error = %e, "purchase not confirmed by a replica");

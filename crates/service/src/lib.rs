@@ -4,7 +4,9 @@
 //! Modules:
 //! - `server`: [`start`] and [`Config`]; the router, background tasks,
 //!   graceful shutdown, the restock listener behind the sold-out fast path.
-//! - `routes`: the handlers of the API described in `src/openapi.json`.
+//! - `routes`: the route table and its handlers.
+//! - `openapi`: the API's document (`src/openapi.json`) as this service's
+//!   settings make it; tests hold it to the route table and body types.
 //! - `auth`: who is calling (admin, payment side, buyer by JWT or trusted
 //!   header), signed payment webhooks, the client's address.
 //! - `secret`: [`Secret`], a credential never printed, compared in
@@ -61,6 +63,7 @@ mod limiter;
 mod listener;
 mod locks;
 mod metrics;
+mod openapi;
 mod routes;
 mod secret;
 mod server;

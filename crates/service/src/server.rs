@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{get, post};
 use futures_util::StreamExt;
 use seckill_engine::{Engine, RESTOCK_CHANNEL};
 use seckill_orders::{Persister, PersisterConfig, Store, archive_forever, sweep_forever};
@@ -18,10 +17,10 @@ use crate::auth::{Auth, Buyers, Checker};
 use crate::error::ApiError;
 use crate::limiter::Limiter;
 use crate::listener::Limits;
-use crate::routes::{orders, sales};
+
 use crate::secret::Secret;
 use crate::state::AppState;
-use crate::{dashboard, metrics, routes};
+use crate::{metrics, routes};
 
 /// Largest request body accepted.
 pub const BODY_LIMIT: usize = 16 * 1024;
@@ -181,24 +180,11 @@ pub async fn start(config: Config) -> Result<Running, crate::Error> {
 
 /// The routes, with metrics, the body limit and JSON 404/405 answers.
 pub fn router(state: Arc<AppState>) -> Router {
-    Router::new()
-        .route("/v1/sales", post(sales::create_sale).get(sales::list_sales))
-        .route("/v1/sales/{id}", get(sales::get_sale))
-        .route("/v1/sales/{id}/end", post(sales::end_sale))
-        .route("/v1/sales/{id}/stock", post(sales::change_stock))
-        .route("/v1/sales/{id}/purchase", post(sales::purchase))
-        .route("/v1/sales/{id}/orders", get(orders::list_orders))
-        .route("/v1/orders", get(orders::my_orders))
-        .route("/v1/orders/{order_id}", get(orders::get_order))
-        .route("/v1/orders/{order_id}/pay", post(orders::pay))
-        .route("/v1/orders/{order_id}/cancel", post(orders::cancel))
-        .route("/healthz", get(routes::healthz))
-        .route("/readyz", get(routes::readyz))
-        .route("/metrics", get(metrics::render))
-        .route("/openapi.json", get(routes::openapi))
-        .route("/dashboard", get(dashboard::page))
-        .route("/dashboard/app.js", get(dashboard::script))
-        .route("/v1/dashboard/stream", get(dashboard::stream))
+    routes::table()
+        .into_iter()
+        .fold(Router::new(), |router, (path, _, handler)| {
+            router.route(path, handler)
+        })
         .fallback(routes::not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))

@@ -97,10 +97,13 @@ impl AppState {
         if let Some(limit) = purchaser.per_user_limit()
             && req.quantity > limit
         {
-            return Err(ApiError::invalid(format!(
-                "quantity: {} is above the per-user limit of {limit}",
-                req.quantity
-            )));
+            return Err(ApiError::conflict(
+                "limit_exceeded",
+                format!(
+                    "quantity: {} is above the per-user limit of {limit}",
+                    req.quantity
+                ),
+            ));
         }
         // Sold out here already: answer without Redis. Requests carrying a
         // request id still go through, so a retry gets its original order.

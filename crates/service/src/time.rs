@@ -30,7 +30,7 @@ impl Visitor<'_> for MillisVisitor {
     fn visit_u64<E: de::Error>(self, ms: u64) -> Result<Millis, E> {
         if ms > LATEST {
             return Err(E::custom(format!(
-                "expected {EXPECTED}, got {ms}, after the year 9999"
+                "expected {EXPECTED}, got {ms}, after 9999-01-01"
             )));
         }
         Ok(Millis(ms))
@@ -42,6 +42,15 @@ impl Visitor<'_> for MillisVisitor {
             .map_err(|_| E::custom(format!("expected {EXPECTED}, got {ms}, before 1970")))
     }
 
+    /// `1.0` is an integer to JSON Schema, and so to the document.
+    fn visit_f64<E: de::Error>(self, ms: f64) -> Result<Millis, E> {
+        if ms.fract() == 0.0 && (0.0..=LATEST as f64).contains(&ms) {
+            self.visit_u64(ms as u64)
+        } else {
+            Err(E::custom(format!("expected {EXPECTED}, got {ms}")))
+        }
+    }
+
     fn visit_str<E: de::Error>(self, text: &str) -> Result<Millis, E> {
         parse(text)
             .map(Millis)
@@ -49,18 +58,38 @@ impl Visitor<'_> for MillisVisitor {
     }
 }
 
-/// An RFC 3339 time as ms since the epoch; `None` if it is not one or is
-/// before 1970.
+/// The times `openapi.json` allows (with `format: date-time`, which adds
+/// only that the day exists): RFC 3339 with `T` and `Z` in capitals, years
+/// 1971-9998, so that with any offset the instant is after 1970 and can be
+/// written back. The parser takes more; this keeps the service to exactly
+/// what the document says.
+pub const DATE_TIME_PATTERN: &str = concat!(
+    r"^(197[1-9]|19[89][0-9]|[2-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8])",
+    r"-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])",
+    r"T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?",
+    r"(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$",
+);
+
+static DATE_TIME: std::sync::LazyLock<regex::Regex> =
+    std::sync::LazyLock::new(|| regex::Regex::new(DATE_TIME_PATTERN).expect("a valid pattern"));
+
+/// An RFC 3339 time as ms since the epoch; `None` if it is not one as
+/// [`DATE_TIME_PATTERN`] says, or names a day that does not exist.
 pub fn parse(text: &str) -> Option<u64> {
+    if !DATE_TIME.is_match(text) {
+        return None;
+    }
     let at: jiff::Timestamp = text.parse().ok()?;
     u64::try_from(at.as_millisecond())
         .ok()
         .filter(|ms| *ms <= LATEST)
 }
 
-/// 9999-12-31T23:59:59.999Z: the last time RFC 3339 can write, so every
-/// time taken in can be given back.
-const LATEST: u64 = 253_402_300_799_999;
+/// 9999-01-01T23:59:59.999Z: the latest instant a time of
+/// [`DATE_TIME_PATTERN`] names (9998-12-31 at -23:59), well before the last
+/// one the time library writes (late 9999), so every time taken in can be
+/// given back.
+pub const LATEST: u64 = 253_370_851_199_999;
 
 /// Ms since the epoch as RFC 3339 in UTC, with milliseconds only when
 /// there are some.
@@ -93,7 +122,13 @@ mod tests {
         let utc = parse("2026-11-23T10:00:00Z").unwrap();
         assert_eq!(parse("2026-11-23T18:00:00+08:00"), Some(utc));
         assert_eq!(parse("2026-11-23T10:00:00.250Z"), Some(utc + 250));
+        assert_eq!(parse("2026-11-23T10:00:00-00:00"), Some(utc));
+        assert_eq!(parse("2026-11-23T10:00:00.123456789Z"), Some(utc + 123));
+        assert!(parse("1971-01-01T00:00:00+23:59").is_some());
+        assert!(parse("9998-12-31T23:59:59.999-23:59").is_some());
         let read: Millis = serde_json::from_str(&utc.to_string()).unwrap();
+        assert_eq!(read, Millis(utc));
+        let read: Millis = serde_json::from_str(&format!("{utc}.0")).unwrap();
         assert_eq!(read, Millis(utc));
         let read: Millis = serde_json::from_str("\"2026-11-23T10:00:00Z\"").unwrap();
         assert_eq!(read, Millis(utc));
@@ -104,11 +139,18 @@ mod tests {
     #[test]
     fn anything_else_is_refused_saying_what_a_time_is() {
         for bad in [
-            "253402300800000",
+            "253370851200000",
+            "\"9999-01-01T00:00:00Z\"",
+            "\"1970-06-01T00:00:00Z\"",
+            "\"2026-11-23t10:00:00z\"",
+            "\"2026-11-23T10:00Z\"",
+            "\"2026-11-23T10:00:00+08\"",
+            "\"2026-02-30T10:00:00Z\"",
             "\"tomorrow\"",
             "\"2026-13-01T00:00:00Z\"",
             "-5",
             "1.5",
+            "-1.0",
             "true",
             "\"1969-12-31T23:59:59Z\"",
         ] {

@@ -58,7 +58,7 @@ impl Sharded {
     /// Answers the outcome and the tries it took.
     pub async fn purchase(&self, req: &PurchaseRequest) -> Result<(Outcome, u64)> {
         if req.quantity != 1 {
-            return Err(Error::Invalid {
+            return Err(Error::StateConflict {
                 field: "quantity",
                 reason: "a sharded sale sells one unit per purchase".to_owned(),
             });

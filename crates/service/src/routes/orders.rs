@@ -6,7 +6,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::IntoResponse;
-use seckill_engine::{OrderId, OrderInfo, OrderState, check_id};
+use seckill_engine::{MAX_ORDER_ID_LEN, OrderInfo, OrderState, check_id, is_order_id_shaped};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -14,7 +14,7 @@ use super::sales::sale_body;
 use super::{Answer, Shared, idempotency_key, page_limit};
 use crate::auth::{Caller, OrderAccess, webhook};
 use crate::error::ApiError;
-use crate::extract::{Path, Query, RawBody, plain};
+use crate::extract::{Path, Query, RawBody, plain, present};
 use crate::state::AppState;
 use crate::time;
 
@@ -132,7 +132,8 @@ async fn settle(state: &AppState, order_id: &str, to: OrderState) -> Result<Orde
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct PayBody {
+pub struct PayBody {
+    #[serde(default, deserialize_with = "present")]
     payment_ref: Option<String>,
 }
 
@@ -276,13 +277,15 @@ async fn page_of_orders(state: &AppState, id: &str, page: Page) -> Answer {
     if let Some(user) = &page.user_id {
         check_id("user_id", user)?;
     }
-    // A sharded sale's order ids, and so its pages' cursors, name a shard.
-    if let Some(after) = page
+    // A cursor is an order id, which names a shard in a sharded sale.
+    if page
         .after
         .as_deref()
-        .filter(|a| a.parse::<OrderId>().is_err())
+        .is_some_and(|a| !is_order_id_shaped(a))
     {
-        check_id("after", after)?;
+        return Err(ApiError::invalid(format!(
+            "after: must be 1-{MAX_ORDER_ID_LEN} characters of A-Z a-z 0-9 _ ~ -"
+        )));
     }
     let limit = page_limit(page.limit)?;
     // A sharded sale's orders are its shards': each a range of order ids

@@ -13,10 +13,10 @@ use serde_json::json;
 
 use seckill_orders::StoredSale;
 
-use super::{Answer, Shared, idempotency_key, page_limit};
+use super::{Answer, Shared, page_limit};
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::extract::{Body, Path, Query};
+use crate::extract::{Body, Path, Query, present, present_whole, whole};
 use crate::state::AppState;
 use crate::time::{self, Millis};
 
@@ -25,11 +25,17 @@ use crate::time::{self, Millis};
 pub struct NewSale {
     id: String,
     name: String,
+    #[serde(deserialize_with = "whole")]
     stock: u64,
+    #[serde(deserialize_with = "whole")]
     per_user_limit: u32,
+    #[serde(default, deserialize_with = "present")]
     starts_at: Option<Millis>,
+    #[serde(default, deserialize_with = "present")]
     ends_at: Option<Millis>,
+    #[serde(default, deserialize_with = "present_whole")]
     payment_timeout_secs: Option<u64>,
+    #[serde(default, deserialize_with = "present_whole")]
     shards: Option<u32>,
 }
 
@@ -89,6 +95,11 @@ pub async fn create_sale(
 ) -> Answer {
     caller.admin()?;
     let Body(body) = body?;
+    // Over HTTP a sale of nothing is a mistake (the engine allows one, to
+    // stock later); a running sale's stock can be added to.
+    if body.stock == 0 {
+        return Err(ApiError::invalid("stock: must be 1-1000000000"));
+    }
     let mut spec = SaleSpec::new(&body.id, body.stock)
         .name(&body.name)
         .per_user_limit(body.per_user_limit)
@@ -237,7 +248,9 @@ pub async fn end_sale(State(state): Shared, caller: Caller, Path(id): Path<Strin
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StockBody {
+    #[serde(default, deserialize_with = "present_whole")]
     add: Option<u64>,
+    #[serde(default, deserialize_with = "present_whole")]
     set: Option<u64>,
 }
 
@@ -271,9 +284,11 @@ pub async fn change_stock(
 pub struct PurchaseBody {
     /// Required in body mode; otherwise optional, and if sent it must name
     /// the caller.
+    #[serde(default, deserialize_with = "present")]
     user_id: Option<String>,
-    #[serde(default = "one")]
+    #[serde(default = "one", deserialize_with = "whole")]
     quantity: u32,
+    #[serde(default, deserialize_with = "present")]
     request_id: Option<String>,
 }
 
@@ -293,18 +308,18 @@ pub async fn purchase(
     let Body(body) = body?;
     let user_id = caller.buyer(body.user_id)?;
     check_id("sale id", &id)?;
-    let request_id = match (idempotency_key(&headers)?, body.request_id) {
-        (Some(header), Some(field)) if header != field => {
-            return Err(ApiError::invalid(
-                "request_id: differs from the Idempotency-Key header; send one, or both equal",
-            ));
-        }
-        (header, field) => header.or(field),
-    };
+    // One place for the request id, so that no request can carry two that
+    // differ: the header, which a purchase once took too, is refused
+    // rather than ignored, as a client relying on it would buy twice.
+    if headers.contains_key("idempotency-key") {
+        return Err(ApiError::invalid(
+            "Idempotency-Key: a purchase takes its request id as `request_id` in the body",
+        ));
+    }
     let req = PurchaseRequest {
         user_id,
         quantity: body.quantity,
-        request_id,
+        request_id: body.request_id,
     };
     req.validate()?;
     let started = std::time::Instant::now();
