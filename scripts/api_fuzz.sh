@@ -22,17 +22,7 @@ if ! "$VENV/bin/schemathesis" --version 2>/dev/null | grep -q "$SCHEMATHESIS" ||
 fi
 cargo build -q -p seckill
 S=./target/debug/seckill
-OUT=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$OUT"
-}
-trap cleanup EXIT
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+. scripts/scratch.sh
 REDIS_PORT=$(free_port)
 redis-server --port "$REDIS_PORT" --save '' --appendonly no --dir "$OUT" >"$OUT/redis.log" 2>&1 &
 PIDS+=($!)
