@@ -72,6 +72,49 @@ pub fn document(auth: &Auth) -> Value {
     doc
 }
 
+/// Asserts that `answer`, a body with every optional field present, has
+/// exactly the properties `schema` of the document lists, recursing into
+/// the objects it references.
+#[cfg(test)]
+pub(crate) fn assert_fits(schema: &str, answer: &Value) {
+    let doc: Value = serde_json::from_str(TEMPLATE).unwrap();
+    fits(&doc, &doc["components"]["schemas"][schema], answer, schema);
+}
+
+#[cfg(test)]
+fn fits(doc: &Value, schema: &Value, answer: &Value, at: &str) {
+    if let Some(target) = schema["$ref"].as_str() {
+        let name = target.rsplit('/').next().unwrap();
+        return fits(doc, &doc["components"]["schemas"][name], answer, at);
+    }
+    match answer {
+        // A map: any keys, each value as `additionalProperties` says.
+        Value::Object(fields) if schema["additionalProperties"].is_object() => {
+            for (name, value) in fields {
+                let each = &schema["additionalProperties"];
+                fits(doc, each, value, &format!("{at}.{name}"));
+            }
+        }
+        Value::Object(fields) => {
+            let properties = schema["properties"]
+                .as_object()
+                .unwrap_or_else(|| panic!("{at}: no properties for {answer}"));
+            let listed: std::collections::BTreeSet<&String> = properties.keys().collect();
+            let sent: std::collections::BTreeSet<&String> = fields.keys().collect();
+            assert_eq!(sent, listed, "{at}");
+            for (name, value) in fields {
+                fits(doc, &properties[name], value, &format!("{at}.{name}"));
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                fits(doc, &schema["items"], item, &format!("{at}[]"));
+            }
+        }
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;

@@ -182,3 +182,32 @@ async fn sale_frame(
         lag_ms: backlog.lag_ms(),
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_frame_is_the_documents_event_data() {
+        let second = Second {
+            t: 1,
+            codes: [("ok", 1)].into(),
+            p50_ms: 1.0,
+            p99_ms: 2.0,
+        };
+        let frame = Frame {
+            at_ms: 1,
+            redis: true,
+            sql: true,
+            sales: vec![SaleFrame {
+                sale: crate::routes::sales::tests::full_sale(),
+                orders: Some([("paid".to_owned(), 1)].into()),
+                backlog: 0,
+                lag_ms: 0,
+                seconds: vec![second],
+            }],
+            more_sales: 0,
+        };
+        crate::openapi::assert_fits("DashboardFrame", &serde_json::to_value(frame).unwrap());
+    }
+}

@@ -326,3 +326,22 @@ async fn page_of_orders(state: &AppState, id: &str, page: Page) -> Answer {
         .collect();
     Ok(Json(json!({ "orders": orders, "next_after": next })).into_response())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_order_is_answered_as_the_document_says() {
+        let mut order = OrderBody::from(OrderInfo {
+            order_id: "s-1-2-3-0".into(),
+            sale_id: "s".into(),
+            user_id: "u".into(),
+            quantity: 1,
+            state: OrderState::Paid,
+            pay_by_ms: 1,
+        });
+        order.payment_ref = Some("ref".into());
+        crate::openapi::assert_fits("Order", &serde_json::to_value(order).unwrap());
+    }
+}

@@ -378,3 +378,46 @@ fn refusal(outcome: Outcome) -> ApiError {
     };
     ApiError::conflict(outcome.code(), message)
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use seckill_engine::{Inventory, ShardStock};
+
+    use super::*;
+
+    /// A sharded sale with every optional field set, as an admin sees it.
+    pub(crate) fn full_sale() -> Sale {
+        Sale {
+            id: "s".into(),
+            name: "n".into(),
+            stock: 2,
+            remaining: 1,
+            sold: 1,
+            per_user_limit: Some(1),
+            starts_at_ms: Some(1),
+            ends_at_ms: Some(2),
+            inventory: Inventory::Hash,
+            payment_timeout_secs: 900,
+            status: Status::Active,
+            generation: 1,
+            sharding: Some(Sharding {
+                pool: 0,
+                in_flight: 0,
+                transfers: 1,
+                drained: false,
+                shards: vec![ShardStock {
+                    id: "s~0".into(),
+                    stock: 2,
+                    remaining: 1,
+                    sold: 1,
+                }],
+            }),
+        }
+    }
+
+    #[test]
+    fn a_sale_is_answered_as_the_document_says() {
+        let answer = serde_json::to_value(SaleBody::for_admin(full_sale())).unwrap();
+        crate::openapi::assert_fits("Sale", &answer);
+    }
+}
