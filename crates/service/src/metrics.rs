@@ -72,9 +72,14 @@ pub async fn track(request: Request, next: Next) -> Response {
     response
 }
 
-/// `GET /metrics`: refreshes the per-sale gauges (stock, and what is not
-/// yet in SQL: per shard for a sharded sale), then renders everything.
-pub async fn render(State(state): State<Arc<AppState>>) -> Response {
+/// `GET /metrics`: anyone (a credential sent is still checked). Refreshes
+/// the per-sale gauges (stock, and what is not yet in SQL: per shard for a
+/// sharded sale), then renders everything.
+pub async fn render(
+    State(state): State<Arc<AppState>>,
+    caller: crate::auth::Caller,
+) -> Result<Response, crate::ApiError> {
+    caller.checked()?;
     if let Ok(sales) = state.engine.sale_ids().await {
         let mut conn = state.redis.clone();
         for sale in sales {
@@ -93,5 +98,5 @@ pub async fn render(State(state): State<Arc<AppState>>) -> Response {
             }
         }
     }
-    handle().render().into_response()
+    Ok(handle().render().into_response())
 }

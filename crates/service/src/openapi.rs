@@ -259,6 +259,23 @@ mod tests {
         assert_eq!(order_id["maxLength"], seckill_engine::MAX_ORDER_ID_LEN);
     }
 
+    /// Who may call is stated on every operation, an anonymous caller
+    /// too (`{}`), never left to a default.
+    #[test]
+    fn every_operation_says_who_may_call_it() {
+        let doc = full();
+        for (path, ops) in doc["paths"].as_object().unwrap() {
+            for (method, op) in ops.as_object().unwrap() {
+                let security = op["security"].as_array();
+                assert!(
+                    security.is_some_and(|s| !s.is_empty()),
+                    "{method} {path} does not say who may call it"
+                );
+                assert!(op["responses"]["401"].is_object(), "{method} {path}: 401");
+            }
+        }
+    }
+
     #[test]
     fn each_buyers_mode_lists_only_its_own_schemes() {
         let body = document(&Auth::new(Buyers::Body));

@@ -24,6 +24,8 @@ pub struct AppState {
     pub store: Store,
     /// Who may call what.
     pub auth: Checker,
+    /// `GET /openapi.json`, as the auth settings make it.
+    pub openapi: bytes::Bytes,
     /// Purchases per user.
     limiter: Limiter<String>,
     /// Purchases per client address.
@@ -56,9 +58,13 @@ impl AppState {
         body_deadline: Duration,
         stopped: tokio::sync::watch::Receiver<bool>,
     ) -> Self {
+        let openapi = serde_json::to_vec(&crate::openapi::document(&auth.config))
+            .expect("a JSON value serializes")
+            .into();
         Self {
             engine,
             store,
+            openapi,
             auth,
             limiter,
             ip_limiter,

@@ -57,28 +57,31 @@ struct SaleFrame {
     seconds: Vec<Second>,
 }
 
-/// `GET /dashboard`.
-pub async fn page() -> Response {
-    (
+/// `GET /dashboard`: anyone (the page holds no data); a credential sent
+/// is still checked.
+pub async fn page(caller: crate::auth::Caller) -> Result<Response, ApiError> {
+    caller.checked()?;
+    Ok((
         [
             (header::CONTENT_TYPE, "text/html; charset=utf-8"),
             (header::CACHE_CONTROL, "no-store"),
         ],
         include_str!("index.html"),
     )
-        .into_response()
+        .into_response())
 }
 
-/// `GET /dashboard/app.js`.
-pub async fn script() -> Response {
-    (
+/// `GET /dashboard/app.js`: as [`page`].
+pub async fn script(caller: crate::auth::Caller) -> Result<Response, ApiError> {
+    caller.checked()?;
+    Ok((
         [
             (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
             (header::CACHE_CONTROL, "no-store"),
         ],
         include_str!("app.js"),
     )
-        .into_response()
+        .into_response())
 }
 
 /// `GET /v1/dashboard/stream`: a frame at once, then one a second, until

@@ -7,67 +7,64 @@
 pub mod orders;
 pub mod sales;
 
-use axum::http::Method;
-use axum::routing::{MethodRouter, get, post};
-
 use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::handler::Handler;
+use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodFilter, MethodRouter, on};
 use seckill_engine::check_id;
 use serde_json::json;
 
+use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
 
 type Shared = State<Arc<AppState>>;
 type Answer = Result<Response, ApiError>;
 
-/// A route: its path, its method and its handler.
+/// A route: its path, its method and the router answering that method.
 pub type Route = (&'static str, Method, MethodRouter<Arc<AppState>>);
+
+/// `handler` at `path` for `method` only: the table's method is the one
+/// the router answers, so the test holding the document to the table holds
+/// it to the router.
+fn route<H, T>(path: &'static str, method: Method, handler: H) -> Route
+where
+    H: Handler<T, Arc<AppState>>,
+    T: 'static,
+{
+    let filter = MethodFilter::try_from(method.clone()).expect("a method routes can take");
+    (path, method, on(filter, handler))
+}
 
 /// Every route the service answers. The router is made from this list, and
 /// a test holds `openapi.json` to it: every route here is in the document
 /// and nothing else is.
 pub fn table() -> Vec<Route> {
     use crate::{dashboard, metrics};
+    use Method as M;
     vec![
-        ("/v1/sales", Method::POST, post(sales::create_sale)),
-        ("/v1/sales", Method::GET, get(sales::list_sales)),
-        ("/v1/sales/{id}", Method::GET, get(sales::get_sale)),
-        ("/v1/sales/{id}/end", Method::POST, post(sales::end_sale)),
-        (
-            "/v1/sales/{id}/stock",
-            Method::POST,
-            post(sales::change_stock),
-        ),
-        (
-            "/v1/sales/{id}/purchase",
-            Method::POST,
-            post(sales::purchase),
-        ),
-        (
-            "/v1/sales/{id}/orders",
-            Method::GET,
-            get(orders::list_orders),
-        ),
-        ("/v1/orders", Method::GET, get(orders::my_orders)),
-        ("/v1/orders/{order_id}", Method::GET, get(orders::get_order)),
-        ("/v1/orders/{order_id}/pay", Method::POST, post(orders::pay)),
-        (
-            "/v1/orders/{order_id}/cancel",
-            Method::POST,
-            post(orders::cancel),
-        ),
-        ("/healthz", Method::GET, get(healthz)),
-        ("/readyz", Method::GET, get(readyz)),
-        ("/metrics", Method::GET, get(metrics::render)),
-        ("/openapi.json", Method::GET, get(openapi)),
-        ("/dashboard", Method::GET, get(dashboard::page)),
-        ("/dashboard/app.js", Method::GET, get(dashboard::script)),
-        ("/v1/dashboard/stream", Method::GET, get(dashboard::stream)),
+        route("/v1/sales", M::POST, sales::create_sale),
+        route("/v1/sales", M::GET, sales::list_sales),
+        route("/v1/sales/{id}", M::GET, sales::get_sale),
+        route("/v1/sales/{id}/end", M::POST, sales::end_sale),
+        route("/v1/sales/{id}/stock", M::POST, sales::change_stock),
+        route("/v1/sales/{id}/purchase", M::POST, sales::purchase),
+        route("/v1/sales/{id}/orders", M::GET, orders::list_orders),
+        route("/v1/orders", M::GET, orders::my_orders),
+        route("/v1/orders/{order_id}", M::GET, orders::get_order),
+        route("/v1/orders/{order_id}/pay", M::POST, orders::pay),
+        route("/v1/orders/{order_id}/cancel", M::POST, orders::cancel),
+        route("/healthz", M::GET, healthz),
+        route("/readyz", M::GET, readyz),
+        route("/metrics", M::GET, metrics::render),
+        route("/openapi.json", M::GET, openapi),
+        route("/dashboard", M::GET, dashboard::page),
+        route("/dashboard/app.js", M::GET, dashboard::script),
+        route("/v1/dashboard/stream", M::GET, dashboard::stream),
     ]
 }
 
@@ -93,11 +90,15 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
     Ok(Some(key.to_owned()))
 }
 
-pub async fn healthz() -> Response {
-    Json(json!({ "status": "ok" })).into_response()
+/// `GET /healthz`: anyone; a credential sent is still checked.
+pub async fn healthz(caller: Caller) -> Answer {
+    caller.checked()?;
+    Ok(Json(json!({ "status": "ok" })).into_response())
 }
 
-pub async fn readyz(State(state): Shared) -> Answer {
+/// `GET /readyz`: anyone; a credential sent is still checked.
+pub async fn readyz(State(state): Shared, caller: Caller) -> Answer {
+    caller.checked()?;
     state
         .engine
         .ping()
@@ -111,9 +112,15 @@ pub async fn readyz(State(state): Shared) -> Answer {
     Ok(Json(json!({ "status": "ready" })).into_response())
 }
 
-/// The document as this service's settings make it.
-pub async fn openapi(State(state): Shared) -> Response {
-    Json(crate::openapi::document(&state.auth.config)).into_response()
+/// `GET /openapi.json`: anyone; the document as this service's settings
+/// made it at start.
+pub async fn openapi(State(state): Shared, caller: Caller) -> Answer {
+    caller.checked()?;
+    Ok((
+        [(header::CONTENT_TYPE, "application/json")],
+        state.openapi.clone(),
+    )
+        .into_response())
 }
 
 pub async fn not_found() -> ApiError {
