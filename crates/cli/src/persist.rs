@@ -50,7 +50,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         let engine = Engine::connect_target(&redis).await?;
         sweepers.push(tokio::spawn(sweep_forever(
             engine.clone(),
-            Duration::from_millis(200),
+            seckill_orders::SWEEP_EVERY,
             crate::signals::shutdown(),
         )));
         sweepers.push(tokio::spawn(archive_forever(

@@ -6,6 +6,10 @@ pub const MAX_ID_LEN: usize = 64;
 /// The set of all sale ids, for the persister and sweeper to find streams.
 pub(crate) const SALES: &str = "seckill:sales";
 
+/// The stream logging every change to [`SALES`] and to a sale's end
+/// (entries `sale <id>`), and readers' places (`mark 1`): see `registry.rs`.
+pub(crate) const SALES_LOG: &str = "seckill:sales:log";
+
 /// Channel on which stock returning to a sale is announced (payload: sale id).
 pub const RESTOCK_CHANNEL: &str = "seckill:restock";
 
@@ -89,7 +93,9 @@ pub(crate) fn check_sale_key(field: &'static str, id: &str) -> Result<()> {
 /// the first two all a purchase touches:
 /// - `sale`: one hash holding the sale's settings (`id`, `name`, `stock`,
 ///   `limit`, `start`, `end`, `inventory`, `payment_timeout`, `gen`), its
-///   units `left`, the expiry cursor `swept`, and per buyer `u:<user>` (units
+///   units `left`, the expiry cursor `swept`, `n` (while set, the news set
+///   of a persister waiting for the stream to grow: `tell` in
+///   `lua/prelude.lua`), and per buyer `u:<user>` (units
 ///   held; only for sales with a limit) and per request id `r:<req>`
 ///   (`<ms>-<n>-<i>|<qty>` of the order it bought);
 /// - `orders`: the stream of order events, which is also where a pending

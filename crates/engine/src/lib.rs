@@ -5,7 +5,8 @@
 //! - `engine`: [`Engine`], the connection, and the purchasers made on it.
 //! - `durability`: [`Durability`], when a purchase is acknowledged (by the
 //!   master, or once a replica has it), and the shared `WAIT`s behind it.
-//! - `sales`: creating, reading, deleting and listing sales.
+//! - `sales`: creating, reading and deleting sales.
+//! - `registry`: the set of sale ids and the log of their changes.
 //! - `inspect`: reading a sale back (ledger, buyers, stream) and trimming it.
 //! - `restore`: rebuilding a sale in Redis from its orders in SQL.
 //! - `sale`: [`SaleSpec`], [`Sale`], [`Status`], [`Inventory`].
@@ -55,6 +56,7 @@ mod keys;
 mod lifecycle;
 mod order;
 mod records;
+mod registry;
 mod restore;
 mod sale;
 mod sales;

@@ -13,6 +13,10 @@ use crate::inspect::stream_events;
 use crate::keys::SaleKeys;
 use crate::scripts::LIBRARY;
 
+/// Most stream entries one sale's sweep looks at in [`Engine::expire_due_in`],
+/// so a large expiry wave never holds Redis long.
+const EXPIRE_PER_CALL: u32 = 500;
+
 /// Where an order stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -220,15 +224,62 @@ impl Engine {
     /// Safe to run from any number of processes at once: each order expires
     /// exactly once.
     pub async fn expire_due(&self, id: &str, per_call: u32) -> Result<u64> {
+        self.expire_filing(id, per_call, None).await
+    }
+
+    /// As [`Engine::expire_due`], then files the sale in `due_index`, a
+    /// sorted set of sale hash keys on the sale's master, under the time
+    /// its next order comes due (or takes it out when it has none): how a
+    /// sweeper learns which sales to sweep when, instead of asking each.
+    ///
+    /// ```no_run
+    /// # async fn run(engine: seckill_engine::Engine) -> seckill_engine::Result<()> {
+    /// let expired = engine.expire_due_filing("drop-1", 500, "seckill:{news:0}:due").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn expire_due_filing(&self, id: &str, per_call: u32, due_index: &str) -> Result<u64> {
+        self.expire_filing(id, per_call, Some(due_index)).await
+    }
+
+    /// Expires what is due in every sale that `due_index` (a master's due
+    /// index, see [`Engine::expire_due_filing`]) lists as due by now, at
+    /// most `sales` of them, in one call to their master, refiling each.
+    /// Answers the orders expired, whether more sales may be due, and the
+    /// sales left to [`Engine::expire_due_filing`]: shards of a sharded
+    /// sale, sales with more due than one call expires, and sales whose
+    /// slot is moving to another master.
+    ///
+    /// ```no_run
+    /// # async fn run(engine: seckill_engine::Engine) -> seckill_engine::Result<()> {
+    /// let (expired, more, left) = engine.expire_due_in("seckill:{news:0}:due", 500).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn expire_due_in(
+        &self,
+        due_index: &str,
+        sales: usize,
+    ) -> Result<(u64, bool, Vec<String>)> {
+        let (expired, more, left): (u64, u8, Vec<String>) = LIBRARY
+            .call("expire", &[due_index])
+            .arg("")
+            .arg(sales.max(1))
+            .arg(EXPIRE_PER_CALL)
+            .invoke(&mut self.conn.clone())
+            .await?;
+        let more = more == 1;
+        Ok((expired, more, left))
+    }
+
+    async fn expire_filing(&self, id: &str, per_call: u32, due_index: Option<&str>) -> Result<u64> {
         let keys = SaleKeys::new(id)?;
         let mut expired = 0;
         let swept = loop {
-            let call = LIBRARY
-                .call("expire", &keys.lifecycle())
-                .arg(id)
-                .arg(per_call.max(1))
-                .invoke::<(u64, u8)>(&mut self.conn.clone())
-                .await;
+            let mut call = LIBRARY.call("expire", &keys.lifecycle());
+            call.arg(id).arg(per_call.max(1));
+            if let Some(index) = due_index {
+                call.arg(index);
+            }
+            let call = call.invoke::<(u64, u8)>(&mut self.conn.clone()).await;
             match call {
                 Ok((n, more)) => {
                     expired += n;

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::event::OrderId;
-use crate::keys::{SALES, SaleKeys};
+use crate::keys::SaleKeys;
 use crate::lifecycle::{OrderInfo, OrderState};
 use crate::sale::{Sale, SaleSpec};
 
@@ -118,11 +118,7 @@ impl Engine {
         }
         let () = pipe.query_async(&mut self.conn.clone()).await?;
         // The registry is in another slot on a cluster: not in the MULTI.
-        let _: i64 = redis::cmd("SADD")
-            .arg(SALES)
-            .arg(&spec.id)
-            .query_async(&mut self.conn.clone())
-            .await?;
+        self.register(&spec.id).await?;
         self.sale(&spec.id).await
     }
 }

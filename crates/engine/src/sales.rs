@@ -6,7 +6,7 @@ use redis::AsyncCommands;
 
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::keys::{SALES, SaleKeys};
+use crate::keys::SaleKeys;
 use crate::sale::{MAX_STOCK, Sale, SaleSpec};
 use crate::scripts::LIBRARY;
 use crate::shard::{Layout, Snapshot};
@@ -55,7 +55,7 @@ impl Engine {
         if generation == 0 {
             return Err(Error::SaleExists(id.to_owned()));
         }
-        let _: i64 = self.conn.clone().sadd(SALES, id).await?;
+        self.register(id).await?;
         Ok(generation)
     }
 
@@ -121,7 +121,7 @@ impl Engine {
         all.extend(days.iter().map(|d| keys.day(d)));
         // UNLINK: a big sale's hash and stream are freed off Redis's thread.
         let deleted: u64 = redis::cmd("UNLINK").arg(all).query_async(&mut conn).await?;
-        let _: i64 = conn.srem(SALES, id).await?;
+        self.unregister(id).await?;
         Ok(deleted > 0)
     }
 
@@ -152,6 +152,7 @@ impl Engine {
                 return Err(Error::SaleNotFound(id.to_owned()));
             }
         }
+        self.log_change(id).await?;
         self.sale(id).await
     }
 
@@ -211,13 +212,6 @@ impl Engine {
             }),
             _ => self.sale(id).await,
         }
-    }
-
-    /// Ids of all sales, in no particular order, each shard of a sharded
-    /// sale among them (`<sale>~<tag>`, see [`crate::is_shard`]): every id
-    /// whose keys hold orders.
-    pub async fn sale_ids(&self) -> Result<Vec<String>> {
-        Ok(self.conn.clone().smembers(SALES).await?)
     }
 }
 

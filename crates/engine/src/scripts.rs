@@ -7,13 +7,17 @@ use seckill_redis::Library;
 /// loaded by the first call that finds it missing.
 pub(crate) static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
     const COMMON: &str = include_str!("lua/lifecycle_common.lua");
+    const EXPIRE: &str = include_str!("lua/expire.lua");
     Library::builder("seckill_engine")
         .prelude(include_str!("lua/prelude.lua"))
         .function("create_sale", &[include_str!("lua/create_sale.lua")])
-        .function("purchase", &[include_str!("lua/purchase.lua")])
-        .function("purchase_batch", &[include_str!("lua/purchase_batch.lua")])
-        .function("order", &[COMMON, include_str!("lua/order.lua")])
-        .function("expire", &[COMMON, include_str!("lua/expire.lua")])
+        .cross_slot("purchase", &[include_str!("lua/purchase.lua")])
+        .cross_slot("purchase_batch", &[include_str!("lua/purchase_batch.lua")])
+        .cross_slot("order", &[COMMON, include_str!("lua/order.lua")])
+        .cross_slot(
+            "expire",
+            &[COMMON, EXPIRE, include_str!("lua/expire_due.lua")],
+        )
         .function("end_sale", &[include_str!("lua/end_sale.lua")])
         .function("stock", &[include_str!("lua/stock.lua")])
         .function("shard_begin", &[include_str!("lua/shard_begin.lua")])

@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use crate::audit::audit_with_orders;
 use crate::error::{Error, Result};
+use crate::news::{Follower, Learned};
 use crate::store::Store;
 
 /// What archiving a sale did.
@@ -97,12 +98,31 @@ pub async fn archive(engine: &Engine, store: &Store, id: &str) -> Result<Archive
         ));
     }
     engine.delete_sale(id).await?;
+    forget_signals(engine, id).await?;
     tracing::info!(sale = id, orders = orders.len(), "archived");
     Ok(Archived {
         sale_id: id.to_owned(),
         orders: orders.len(),
         sold,
     })
+}
+
+/// Takes a removed sale out of its master's signal keys (`news.rs`), which
+/// would otherwise drop it only when its filing came due.
+async fn forget_signals(engine: &Engine, id: &str) -> Result<()> {
+    let topology = crate::news::Topology::read(engine.target()).await?;
+    if let Some(i) = topology.of(id) {
+        let keys = topology.keys(i);
+        let sale = format!("seckill:{{sale:{id}}}:sale");
+        let () = redis::pipe()
+            .zrem(&keys.due, &sale)
+            .ignore()
+            .srem(&keys.news, &sale)
+            .ignore()
+            .query_async(&mut engine.connection())
+            .await?;
+    }
+    Ok(())
 }
 
 /// Archives every sale that ended at least `after` ago and can be; answers
@@ -135,10 +155,14 @@ pub async fn archive_due(engine: &Engine, store: &Store, after: Duration) -> Res
     Ok(archived)
 }
 
-/// Runs [`archive_due`] until `shutdown` resolves, every `after` but at
-/// least every 10 s (each pass reads every sale's settings once, and a sale
-/// should leave soon after it is due). Errors are logged and the next pass
-/// tries again.
+/// Archives each sale once it ended at least `after` ago and can be, until
+/// `shutdown` resolves, looking every `after` but at least every 10 s.
+/// Errors are logged and the next look tries again.
+///
+/// What wakes it: it reads every sale's end once at start, then only the
+/// sales the registry's log says changed (made, ended, removed), so an
+/// idle sale costs it nothing; a sale due but not archivable yet (orders
+/// awaiting payment, a backlog) is tried again at each look.
 pub async fn archive_forever(
     engine: Engine,
     store: Store,
@@ -147,13 +171,77 @@ pub async fn archive_forever(
 ) {
     let interval = after.clamp(Duration::from_millis(100), Duration::from_secs(10));
     tokio::pin!(shutdown);
+    let mut ends = Ends::default();
     loop {
-        if let Err(e) = archive_due(&engine, &store, after).await {
-            tracing::warn!(error = %e, "archive pass failed");
+        if let Err(e) = ends.follow(&engine).await {
+            tracing::warn!(error = %e, "learning of sales' ends failed");
+            // Some changes read were not applied: read every sale again.
+            ends.follower.restart();
+        }
+        for id in ends.due(after) {
+            match archive(&engine, &store, &id).await {
+                Ok(_) => {
+                    ends.by_sale.remove(&id);
+                }
+                Err(Error::NotArchivable { reason, .. }) => {
+                    tracing::debug!(sale = id, reason, "not archived yet");
+                }
+                Err(e) => tracing::warn!(sale = id, error = %e, "archiving failed"),
+            }
         }
         tokio::select! {
             () = &mut shutdown => return,
             () = tokio::time::sleep(interval) => {}
         }
+    }
+}
+
+/// The end of every sale that can be archived (not sharded), as last read.
+#[derive(Default)]
+struct Ends {
+    by_sale: std::collections::HashMap<String, u64>,
+    /// Place in the registry's log.
+    follower: Follower,
+}
+
+impl Ends {
+    /// Reads the ends of the sales changed since the last call (of all of
+    /// them, the first time or after falling behind the log).
+    async fn follow(&mut self, engine: &Engine) -> Result<()> {
+        let changed = match self.follower.next(engine).await? {
+            Learned::All(ids) => {
+                self.by_sale.clear();
+                ids
+            }
+            Learned::Changed(ids) => ids,
+        };
+        for id in changed {
+            self.by_sale.remove(&id);
+            if seckill_engine::is_shard(&id) {
+                continue;
+            }
+            match engine.sale(&id).await {
+                Ok(sale) if sale.sharding.is_none() => {
+                    if let Some(end) = sale.ends_at_ms {
+                        self.by_sale.insert(id, end);
+                    }
+                }
+                Ok(_) | Err(seckill_engine::Error::SaleNotFound(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// The sales that ended at least `after` ago by this machine's clock.
+    fn due(&self, after: Duration) -> Vec<String> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        self.by_sale
+            .iter()
+            .filter(|(_, end)| end.saturating_add(after.as_millis() as u64) <= now)
+            .map(|(id, _)| id.clone())
+            .collect()
     }
 }

@@ -8,10 +8,11 @@ use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
 use redis::aio::ConnectionLike;
-use seckill_engine::{Engine, StreamEntry, entry_number, next_entry_id};
+use seckill_engine::{Engine, Event, StreamEntry, entry_number, next_entry_id};
 
+use crate::config::GROUP;
 use crate::error::{Error, Result};
-use crate::persister::GROUP;
+use crate::store::Store;
 
 /// The keys of a sale the persister works with.
 #[derive(Clone, Debug)]
@@ -230,7 +231,36 @@ pub(crate) async fn group_info(
     Ok(None)
 }
 
-/// A batch read and not yet committed, as `lua/read.lua` records it.
+/// Commits `events`, read as the batch starting at `first` of the sale of
+/// `keys`, to SQL, then deletes the batch's record: only once committed,
+/// so a crash in between means a harmless second write.
+pub(crate) async fn commit(
+    store: &Store,
+    conn: &mut (impl ConnectionLike + Send + Sync),
+    keys: &SaleStream,
+    first: &str,
+    events: &[Event],
+) -> Result<()> {
+    store.apply(events).await?;
+    let _: i64 = conn.hdel(&keys.persisting, first).await?;
+    Ok(())
+}
+
+/// Drops the entries of sale `sale`'s stream every persister has
+/// committed, and only those; the engine keeps those pending orders still
+/// live in.
+pub(crate) async fn trim(
+    engine: &Engine,
+    conn: &mut (impl ConnectionLike + Send + Sync),
+    sale: &str,
+) -> Result<()> {
+    if let Some(floor) = committed_floor(conn, sale).await? {
+        engine.trim_stream(sale, &floor).await?;
+    }
+    Ok(())
+}
+
+/// A batch read and not yet committed, as `lua/read_news.lua` records it.
 #[derive(Clone, Debug)]
 pub(crate) struct InFlight {
     pub first: String,

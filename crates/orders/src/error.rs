@@ -76,4 +76,16 @@ impl Error {
             _ => None,
         }
     }
+
+    /// Whether a master could not be reached or answered too late
+    /// (perhaps after a whole response timeout: a frozen master).
+    pub(crate) fn is_unreachable(&self) -> bool {
+        self.redis().is_some_and(|e| {
+            e.is_timeout()
+                || e.is_io_error()
+                || e.is_connection_dropped()
+                || e.is_connection_refusal()
+                || e.is_cluster_error()
+        })
+    }
 }

@@ -7,13 +7,35 @@
 //! - `persister`: [`Persister`], the consumer-group reader: a batch stays
 //!   recorded until committed, abandoned batches are persisted again by
 //!   another, streams are trimmed only below what is committed.
+//! - `config`: [`PersisterConfig`], [`GROUP`], [`PLAIN_COMMANDS`].
+//! - `work`: what a persister knows and has left to do (bookkeeping).
 //! - `backlog`: [`unpersisted`], [`backlog()`] and [`wait_drained`]: what is
 //!   not yet in SQL, and how long it has waited.
-//! - `sweeper`: [`sweep_forever`], expiry of unpaid orders in every sale.
+//! - `news`: each master's signal keys (news set, persisters' marks, due
+//!   index), which let the background tasks below wake for what happened
+//!   instead of asking every sale.
+//! - `takeover`: batches a persister read and never committed (it died,
+//!   or its commit failed), committed by another.
+//! - `sweeper`: [`sweep_forever`], expiry of unpaid orders, woken by each
+//!   master's due index; [`sweep`], one pass over every sale.
 //! - `audit`: [`audit()`] and [`repair_from_sql`].
 //! - `archive`: [`archive()`] and [`archive_forever`]: finished sales leave
 //!   Redis and answer from SQL.
 //! - `error`: [`Error`].
+//!
+//! What wakes each background task, so that what they cost follows what
+//! happens (orders, expiries), not how many sales exist:
+//! - the persister reads, every 20 ms while orders come and backing off to
+//!   80 ms when none do, the sales in each master's news set (one call per
+//!   master), which the engine's scripts fill as they append to a stream;
+//!   it follows the registry's log (new and removed sales) twice a second,
+//!   looks for abandoned batches when another persister goes quiet, and
+//!   reads every sale once per `full_read` (5 min) as a safety net;
+//! - the sweeper expires, every 500 ms, what each master's due index lists
+//!   as due (one call per master), and sweeps every sale once per
+//!   [`FULL_SWEEP`];
+//! - the archiver reads each sale's end once, then only the sales the
+//!   registry's log says changed, and archives those past their end.
 //!
 //! ```no_run
 //! # async fn run() -> seckill_orders::Result<()> {
@@ -29,15 +51,20 @@
 mod archive;
 mod audit;
 mod backlog;
+mod config;
 mod error;
+mod news;
 mod persister;
 mod store;
 mod sweeper;
+mod takeover;
+mod work;
 
 pub use archive::{Archived, archive, archive_due, archive_forever};
 pub use audit::{Finding, Report, audit, repair_from_sql};
 pub use backlog::{Backlog, backlog, unpersisted, wait_drained};
+pub use config::{GROUP, PLAIN_COMMANDS, PersisterConfig};
 pub use error::{Error, Result};
-pub use persister::{GROUP, PLAIN_COMMANDS, Persister, PersisterConfig};
+pub use persister::Persister;
 pub use store::{Store, StoredOrder, StoredSale};
-pub use sweeper::{sweep, sweep_forever};
+pub use sweeper::{FULL_SWEEP, SWEEP_EVERY, sweep, sweep_forever};

@@ -2,111 +2,86 @@
 //!
 //! Each sale stream has one consumer group, `persister`; every running
 //! persister is a consumer of it, so an entry goes to one of them. A batch
-//! is read by `lua/read.lua`, which records its range in the sale's
-//! persisting hash instead of a per-entry pending list; the record is
-//! deleted only after the transaction holding the batch committed, and
-//! inserting an order twice is a no-op, so a crash in between only means a
-//! harmless second write. Ranges left behind by a persister that died are
-//! read again and persisted by any persister once old enough. Streams are
-//! trimmed only below the oldest entry not yet committed, so nothing
-//! unpersisted is ever dropped.
+//! is recorded in the sale's persisting hash instead of a per-entry pending
+//! list; the record is deleted only after the transaction holding the
+//! batch committed, and inserting an order twice is a no-op, so a crash in
+//! between only means a harmless second write. Streams are trimmed only
+//! below the oldest entry not yet committed, so nothing unpersisted is ever
+//! dropped.
 //!
-//! Sales are independent: every sale's read is sent at once (on a
-//! cluster, to its own master), and one whose master is down or frozen
-//! fails alone while the others are persisted. The reads never block
-//! (`XREADGROUP` without `BLOCK`), so they share the persister's own
-//! connection. Housekeeping (learning of sales, taking over abandoned
-//! batches, trimming) runs beside the reads, so a frozen master costs it,
-//! not them, a response timeout.
+//! What wakes it, so that idle sales cost nothing:
+//! - Reads: every `poll` (up to `idle_poll` when rounds find nothing), one
+//!   call per master (`lua/read_news.lua`) reads the sales in that master's
+//!   news set, which the engine's scripts fill
+//!   as they append to a stream (see `news.rs`): idle, that is one call per
+//!   master, whatever the number of sales. A sale also is read once when
+//!   it appears in the registry's log of changes, and every sale once per
+//!   `full_read` (a safety net for a signal lost with a master).
+//! - Taking over abandoned batches: when a persister's mark in its
+//!   master's readers hash goes stale (it died), when this one's commit
+//!   failed, at start, and once per `full_read`.
+//! - Trimming: a sale whose batches this persister committed, once it
+//!   committed a batch's worth or `TRIM_EVERY` passed; every sale at start.
+//!
+//! Masters are independent: each one's read is sent at once, and a round
+//! waits at most `READ_WAIT` for the answers; a read left unanswered (its
+//! master frozen) stays in flight while the others are read again, and
+//! when it fails its master rests a while. Housekeeping runs beside the
+//! reads, so a frozen master costs it, not them, a response timeout.
 
-use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesUnordered;
 use redis::AsyncCommands;
-use redis::aio::ConnectionLike;
-use seckill_engine::{Engine, Event, StreamEntry};
-use seckill_redis::Conn;
+use seckill_engine::{Engine, Event};
+use seckill_redis::{Conn, Target};
 use tokio::sync::watch;
 
-use crate::backlog::{SaleStream, committed_floor, in_flight};
-use crate::error::Result;
+use crate::backlog::{SaleStream, trim};
+use crate::config::{GROUP, PersisterConfig};
+use crate::error::{Error, Result};
+use crate::news::{Learned, Topology};
 use crate::store::Store;
+use crate::takeover;
+use crate::work::{SALES_PER_READ, State};
 
-/// How long a sale whose read failed is left out of the rounds.
+/// How long a master whose read failed is left out of the rounds.
 const REST_AFTER_FAILURE: Duration = Duration::from_secs(5);
 
-/// The consumer group every persister joins.
-pub const GROUP: &str = "persister";
+/// How long a round of [`Persister::run`] waits for a master's read
+/// before going on without it (the read stays in flight).
+const READ_WAIT: Duration = Duration::from_millis(100);
 
-/// What a persister and the sweeper send outside scripts, as `INFO
-/// commandstats` names them, for tools that measure what they cost Redis:
-/// deletes of committed batches, looks at batches in flight, the group's
-/// state, trims and the expiry cursor before them, the list of sales and
-/// new groups, and the delete of a stream a group made again for a sale
-/// deleted meanwhile. The reads are function calls (`lua/read.lua`, counted as
-/// such); the `TIME` of a take-over is left out, as scripts send it too.
-pub const PLAIN_COMMANDS: [&str; 8] = [
-    "hdel",
-    "del",
-    "hgetall",
-    "xinfo|groups",
-    "xtrim",
-    "hget",
-    "smembers",
-    "xgroup|create",
-];
+/// How often a persister on a cluster asks which masters serve which
+/// slots (each time on a new connection to a seed node).
+pub(crate) const WATCH_MASTERS_EVERY: Duration = Duration::from_secs(2);
 
 /// The persister's Lua as a Redis Functions library.
-static LIBRARY: LazyLock<seckill_redis::Library> = LazyLock::new(|| {
+pub(crate) static LIBRARY: LazyLock<seckill_redis::Library> = LazyLock::new(|| {
     seckill_redis::Library::builder("seckill_orders")
-        .function("read", &[include_str!("lua/read.lua")])
+        .cross_slot("read_news", &[include_str!("lua/read_news.lua")])
+        .read_only("due", &[include_str!("lua/due.lua")])
         .build()
 });
 
-/// How a persister runs.
-#[derive(Clone, Debug)]
-pub struct PersisterConfig {
-    /// This consumer's name; unique per running persister.
-    pub consumer: String,
-    /// Most entries read per stream per round (one SQL transaction).
-    pub batch: usize,
-    /// How long to wait before reading again after a round found less
-    /// than a batch.
-    pub poll: Duration,
-    /// Batches read this long ago and still not committed are taken over.
-    pub claim_idle: Duration,
-    /// How often the list of sales is refreshed, abandoned batches taken
-    /// over and streams trimmed.
-    pub housekeeping: Duration,
+/// One master's read: its address, the sales named in it, the answer.
+struct Read {
+    addr: String,
+    sales: Vec<String>,
+    reply: redis::RedisResult<Vec<String>>,
 }
 
-impl Default for PersisterConfig {
-    fn default() -> Self {
-        Self {
-            consumer: format!(
-                "{}-{}-{:08x}",
-                std::process::id(),
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_millis())
-                    .unwrap_or(0),
-                rand::random::<u32>()
-            ),
-            batch: 2_000,
-            poll: Duration::from_millis(20),
-            claim_idle: Duration::from_secs(5),
-            housekeeping: Duration::from_millis(500),
-        }
-    }
-}
+/// Reads sent and not yet answered, kept from one round to the next.
+type Reads = FuturesUnordered<BoxFuture<'static, Read>>;
 
 /// One persister. Run it with [`Persister::run`] until shutdown, or step it
 /// with [`Persister::round`].
 pub struct Persister {
     inner: Inner,
+    reads: Reads,
     /// When housekeeping is due next, for [`Persister::round`].
     next_housekeeping: Instant,
 }
@@ -119,51 +94,19 @@ struct Inner {
     store: Store,
     /// The engine's connection (its own: the engine is this persister's).
     conn: Conn,
+    target: Target,
     config: PersisterConfig,
-    sales: Arc<Mutex<Sales>>,
-}
-
-/// The sales a persister knows of. Locked only between awaits.
-#[derive(Default)]
-struct Sales {
-    /// sale id -> its keys, of sales whose group exists.
-    streams: HashMap<String, SaleStream>,
-    /// Sales whose master was unreachable, and until when they are left out.
-    resting: HashMap<String, Instant>,
-}
-
-impl Sales {
-    fn is_resting(&self, sale: &str) -> bool {
-        self.resting
-            .get(sale)
-            .is_some_and(|until| *until > Instant::now())
-    }
-
-    /// The sales not resting, with their keys.
-    fn due(&self) -> Vec<(String, SaleStream)> {
-        let due = self
-            .streams
-            .iter()
-            .filter(|(sale, _)| !self.is_resting(sale));
-        due.map(|(sale, keys)| (sale.clone(), keys.clone()))
-            .collect()
-    }
+    state: Arc<Mutex<State>>,
 }
 
 impl std::fmt::Debug for Persister {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let sales = self
-            .inner
-            .sales()
-            .streams
-            .keys()
-            .cloned()
-            .collect::<Vec<_>>();
+        let known = self.inner.state().known.len();
         f.debug_struct("Persister")
             .field("consumer", &self.inner.config.consumer)
             .field("engine", &self.inner.engine)
             .field("store", &self.inner.store)
-            .field("sales", &sales)
+            .field("sales", &known)
             .finish_non_exhaustive()
     }
 }
@@ -188,18 +131,20 @@ impl Persister {
             engine,
             store,
             conn,
+            target: target.clone(),
             config,
-            sales: Arc::default(),
+            state: Arc::default(),
         };
         Ok(Self {
             inner,
+            reads: Reads::new(),
             next_housekeeping: Instant::now(),
         })
     }
 
-    /// Runs until `shutdown` resolves, then returns: the round in hand
-    /// finishes first, so what it read is committed (each of its Redis and
-    /// SQL calls is bounded by a timeout). Errors are logged and retried
+    /// Runs until `shutdown` resolves, then returns: the reads in flight
+    /// are answered first, so what they read is committed (each Redis and
+    /// SQL call is bounded by a timeout). Errors are logged and retried
     /// after a pause, never fatal.
     ///
     /// Housekeeping runs beside the reads, in a task of its own: its steps
@@ -207,15 +152,28 @@ impl Persister {
     /// and one of them frozen costs a whole response timeout, which the
     /// reads of the other sales must not wait for.
     pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) {
+        let Self {
+            inner, mut reads, ..
+        } = self;
         let (stop, stopped) = watch::channel(());
-        let keeper = tokio::spawn(self.inner.clone().keep_house(stopped));
+        let keeper = tokio::spawn(inner.clone().keep_house(stopped));
         tokio::pin!(shutdown);
+        let mut quiet = inner.config.poll;
         loop {
-            let pause = match self.inner.read_round().await {
-                // No backlog: let the next batch grow for a while, as a
-                // small batch costs more per order.
-                Ok(n) if n < self.inner.config.batch => self.inner.config.poll,
-                Ok(_) => Duration::ZERO,
+            let pause = match inner.read_round(&mut reads, Some(READ_WAIT)).await {
+                // Nothing at all: wait longer each time, up to `idle_poll`,
+                // so quiet sales cost next to nothing.
+                Ok((0, false)) => {
+                    quiet = (quiet * 2).min(inner.config.idle_poll.max(inner.config.poll));
+                    quiet
+                }
+                // Nothing more waiting: let the next batch grow for a
+                // while, as a small batch costs more per order.
+                Ok((_, false)) => {
+                    quiet = inner.config.poll;
+                    quiet
+                }
+                Ok((_, true)) => Duration::ZERO,
                 Err(e) => {
                     tracing::warn!(error = %e, "persister round failed; retrying");
                     Duration::from_millis(200)
@@ -227,15 +185,18 @@ impl Persister {
                 () = tokio::time::sleep(pause) => {}
             }
         }
+        if let Err(e) = inner.answers(&mut reads, None).await {
+            tracing::warn!(error = %e, "the last reads failed; another persister takes them over");
+        }
         drop(stop);
         if let Err(e) = keeper.await {
             tracing::warn!(error = %e, "the persister's housekeeping task failed");
         }
     }
 
-    /// One round: housekeeping when due, then one batch of new entries from
-    /// every sale stream, each committed to SQL. Answers how many events
-    /// were persisted; 0 when there was nothing new.
+    /// One round: housekeeping when due, then the news of every master,
+    /// each committed to SQL. Answers how many events were persisted; 0
+    /// when there was nothing new.
     pub async fn round(&mut self) -> Result<usize> {
         let mut persisted = 0;
         if Instant::now() >= self.next_housekeeping {
@@ -243,8 +204,8 @@ impl Persister {
             persisted += n;
             self.next_housekeeping = Instant::now() + pause;
         }
-        match self.inner.read_round().await {
-            Ok(n) => Ok(persisted + n),
+        match self.inner.read_round(&mut self.reads, None).await {
+            Ok((n, _)) => Ok(persisted + n),
             Err(_) if persisted > 0 => Ok(persisted),
             Err(e) => Err(e),
         }
@@ -252,10 +213,55 @@ impl Persister {
 }
 
 impl Inner {
-    fn sales(&self) -> std::sync::MutexGuard<'_, Sales> {
-        // A panic while holding the lock leaves the maps whole (each
-        // change is one insert, remove or retain).
-        self.sales.lock().unwrap_or_else(|e| e.into_inner())
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        // A panic while holding the lock leaves the state whole (each
+        // change is one insert, remove or assignment).
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The masters, read if not known.
+    async fn topology(&self) -> Result<Arc<Topology>> {
+        if let Some(t) = self.state().topology.clone() {
+            return Ok(t);
+        }
+        let topology = Arc::new(Topology::read(&self.target).await?);
+        let mut state = self.state();
+        // Incomplete (a failover under way): used once, then asked again.
+        if topology.complete() {
+            state.topology = Some(topology.clone());
+        }
+        Ok(topology)
+    }
+
+    /// Forgets the masters (read again next time) and reads every sale:
+    /// a signal may have been lost with a master.
+    fn masters_changed(&self) {
+        let mut state = self.state();
+        state.topology = None;
+        state.read_every_sale();
+    }
+
+    /// Asks which masters serve which slots: when that changed (a slot
+    /// moved, a failover), the sales armed on a master that no longer
+    /// serves them would never be heard of, so every sale is read again,
+    /// which arms each on its master now.
+    async fn watch_masters(&self) {
+        {
+            let mut state = self.state();
+            let now = Instant::now();
+            if !self.target.is_cluster() || state.next_watch.is_some_and(|at| at > now) {
+                return;
+            }
+            state.next_watch = Some(now + WATCH_MASTERS_EVERY);
+        }
+        let Ok(now) = Topology::read(&self.target).await else {
+            return;
+        };
+        let known = self.state().topology.clone();
+        if known.is_some_and(|known| !known.same_as(&now)) {
+            tracing::info!("the cluster's masters or slots changed; reading every sale again");
+            self.masters_changed();
+        }
     }
 
     /// Housekeeping until `stopped`'s sender is dropped; the step in hand
@@ -273,207 +279,257 @@ impl Inner {
 
     /// Learns of new sales, takes over abandoned batches and trims the
     /// streams. Each step on its own: the master holding the sale registry
-    /// (or one sale) being down must not stop the others. A step that
-    /// failed outright (the registry's master, or the one asked the time,
-    /// unreachable) puts the next housekeeping off as long as a resting
-    /// sale is left out. Answers the events persisted and the pause until
-    /// the next housekeeping.
+    /// (or one sale's) being down must not stop the others. A step that
+    /// failed outright puts the next housekeeping off a while. Answers the
+    /// events persisted and the pause until the next housekeeping.
     async fn housekeeping(&self) -> (usize, Duration) {
         let mut pause = self.config.housekeeping;
-        if let Err(e) = self.refresh_streams().await {
+        if let Err(e) = self.follow_registry().await {
             tracing::warn!(error = %e, "learning of new sales failed");
+            // Some changes read were not applied: list the sales again.
+            self.state().follower.restart();
             pause = REST_AFTER_FAILURE;
         }
-        let persisted = match self.claim_abandoned().await {
-            Ok(n) => n,
-            Err(e) => {
-                tracing::warn!(error = %e, "taking over abandoned batches failed");
-                pause = REST_AFTER_FAILURE;
-                0
+        let (full, first) = {
+            let mut state = self.state();
+            let now = Instant::now();
+            let due = state.next_full_read.is_none_or(|at| at <= now);
+            if due {
+                state.next_full_read = Some(now + self.config.full_read);
+                state.read_every_sale();
+                state.claim_all = true;
             }
+            (due, !std::mem::replace(&mut state.started, true))
         };
-        self.trim().await;
+        if full {
+            self.state().topology = None;
+        }
+        self.watch_masters().await;
+        if let Err(e) = self.look_at_readers().await {
+            tracing::warn!(error = %e, "looking at the other persisters failed");
+            pause = REST_AFTER_FAILURE;
+        }
+        let persisted = if std::mem::take(&mut self.state().claim_all) {
+            match self.claim_abandoned().await {
+                Ok(n) => n,
+                Err(e) => {
+                    tracing::warn!(error = %e, "taking over abandoned batches failed");
+                    self.state().claim_all = true;
+                    pause = REST_AFTER_FAILURE;
+                    0
+                }
+            }
+        } else {
+            0
+        };
+        self.trim(first).await;
         (persisted, pause)
     }
 
-    /// One batch of new entries from every sale stream not resting, each
-    /// committed to SQL as soon as its read is in: a frozen master's read
-    /// holds up no other sale's commit.
-    async fn read_round(&self) -> Result<usize> {
-        let due = self.sales().due();
-        let mut reads: FuturesUnordered<_> = due
-            .into_iter()
-            .map(|(sale, keys)| {
-                let mut read = LIBRARY.call("read", &[&keys.stream, &keys.persisting]);
-                read.arg(GROUP)
-                    .arg(&self.config.consumer)
-                    .arg(self.config.batch);
-                let mut conn = self.conn.clone();
-                async move {
-                    let text: redis::RedisResult<String> = read.invoke(&mut conn).await;
-                    (sale, keys, text)
+    /// Follows the registry's log: a sale made (or made again) is recorded
+    /// in SQL and read once, whatever its signals; a sale removed is
+    /// forgotten. With no place in the log (at start, or fallen behind it),
+    /// lists every sale instead.
+    async fn follow_registry(&self) -> Result<()> {
+        let mut follower = std::mem::take(&mut self.state().follower);
+        let learned = follower.next(&self.engine).await;
+        self.state().follower = follower;
+        let changed = match learned? {
+            Learned::All(ids) => {
+                self.state().known.clear();
+                ids
+            }
+            Learned::Changed(ids) => ids,
+        };
+        for id in changed {
+            match self.engine.sale(&id).await {
+                Ok(sale) => {
+                    self.store.upsert_sale(&sale).await?;
+                    let mut state = self.state();
+                    state.known.insert(id.clone());
+                    state.to_read.insert(id);
                 }
-            })
-            .collect();
-        let (mut persisted, mut failed) = (0, None);
-        while let Some((sale, keys, text)) = reads.next().await {
-            let text = match text {
-                Ok(text) => text,
+                Err(seckill_engine::Error::SaleNotFound(_)) => {
+                    let mut state = self.state();
+                    state.known.remove(&id);
+                    state.to_read.remove(&id);
+                    state.committed.remove(&id);
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends a read to every master not resting and not still reading: its
+    /// news, and up to [`SALES_PER_READ`] of the sales to read anyway; then
+    /// commits the answers as they come (see [`Inner::answers`]). Answers
+    /// the events persisted and whether more waits.
+    async fn read_round(&self, reads: &mut Reads, wait: Option<Duration>) -> Result<(usize, bool)> {
+        let topology = self.topology().await?;
+        let (named, more) = self.state().take_named(&topology);
+        for (i, sales) in named.into_iter().enumerate() {
+            let Some(sales) = sales else { continue };
+            let keys = topology.keys(i);
+            let mut call = LIBRARY.call("read_news", &[&keys.news, &keys.readers]);
+            call.arg(GROUP)
+                .arg(&self.config.consumer)
+                .arg(self.config.batch)
+                .arg(SALES_PER_READ);
+            for sale in &sales {
+                call.arg(format!("seckill:{{sale:{sale}}}:sale"));
+            }
+            let addr = topology.addr(i);
+            self.state().reading.insert(addr.clone());
+            let mut conn = self.conn.clone();
+            reads.push(Box::pin(async move {
+                let reply = call.invoke(&mut conn).await;
+                Read { addr, sales, reply }
+            }));
+        }
+        let (persisted, more_read) = self.answers(reads, wait).await?;
+        Ok((persisted, more || more_read))
+    }
+
+    /// Commits each read's answer as it comes, one master's at a time, so
+    /// a frozen master holds up no other's; waits for answers at most
+    /// `wait` (`None`: until every read is answered). A failed read puts
+    /// its sales back to be read, and its master to rest if unreachable.
+    /// Answers the events persisted and whether more waits.
+    async fn answers(&self, reads: &mut Reads, wait: Option<Duration>) -> Result<(usize, bool)> {
+        let until = wait.map(|wait| tokio::time::Instant::now() + wait);
+        let (mut persisted, mut more, mut failed) = (0, false, None);
+        loop {
+            let next = match until {
+                Some(until) => match tokio::time::timeout_at(until, reads.next()).await {
+                    Ok(next) => next,
+                    Err(_) => break,
+                },
+                None => reads.next().await,
+            };
+            let Some(Read { addr, sales, reply }) = next else {
+                break;
+            };
+            self.state().reading.remove(&addr);
+            let reply = match reply {
+                Ok(reply) => reply,
                 Err(e) => {
-                    let e = e.into();
-                    self.sale_failed(&sale, "reading its orders", &e);
+                    let e: Error = e.into();
+                    tracing::warn!(master = addr, error = %e, "reading news failed");
+                    let mut state = self.state();
+                    state.to_read.extend(sales);
+                    // A read timed out may yet run: its batches are found
+                    // by the look for abandoned ones.
+                    state.claim_all = true;
+                    if e.is_unreachable() {
+                        state
+                            .resting
+                            .insert(addr, Instant::now() + REST_AFTER_FAILURE);
+                        drop(state);
+                        // Perhaps a failover: news written just before it
+                        // may be gone with the old master.
+                        self.masters_changed();
+                    }
                     failed.get_or_insert(e);
                     continue;
                 }
             };
-            let mut events = Vec::new();
-            if let Some(first) = Event::decode_lines(&sale, &text, &mut events) {
-                let first = first.to_owned();
-                persisted += self.persist(&keys, &first, &events).await?;
+            more |= reply.first().is_some_and(|m| m == "1");
+            match self.persist_reply(&reply[1.min(reply.len())..]).await {
+                Ok(n) => persisted += n,
+                Err(e) => {
+                    tracing::warn!(error = %e, "committing a batch failed");
+                    self.state().claim_all = true;
+                    failed.get_or_insert(e);
+                }
             }
         }
         match failed {
             // Nothing moved: the run loop pauses before the next round.
             Some(e) if persisted == 0 => Err(e),
-            _ => Ok(persisted),
+            _ => Ok((persisted, more)),
         }
     }
 
-    /// Logs a failed step on `sale`, and leaves the sale out for a while
-    /// when its master could not be reached or answered too late (perhaps
-    /// after a whole response timeout: a frozen master), so the other
-    /// sales' rounds stay short. An error reply (a group made again, say)
-    /// is retried at once.
-    fn sale_failed(&self, sale: &str, step: &str, e: &crate::Error) {
-        tracing::warn!(sale, error = %e, "{step} failed");
-        let unreachable = e.redis().is_some_and(|e| {
-            e.is_timeout()
-                || e.is_io_error()
-                || e.is_connection_dropped()
-                || e.is_connection_refusal()
-                || e.is_cluster_error()
-        });
-        if unreachable {
-            self.sales()
-                .resting
-                .insert(sale.to_owned(), Instant::now() + REST_AFTER_FAILURE);
+    /// Commits one master's batches (pairs of sale id and entries) to SQL
+    /// in one transaction, then deletes their records.
+    async fn persist_reply(&self, pairs: &[String]) -> Result<usize> {
+        let mut events = Vec::new();
+        let mut records = Vec::new();
+        for pair in pairs.chunks_exact(2) {
+            let (sale, text) = (&pair[0], &pair[1]);
+            if let Some(error) = text.strip_prefix('!') {
+                // Its slot is moving or moved: read it again, from the
+                // master the cluster names once it settled.
+                tracing::warn!(sale, error, "reading a sale's orders failed");
+                let mut state = self.state();
+                state.topology = None;
+                state.to_read.insert(sale.clone());
+                continue;
+            }
+            if let Some(first) = Event::decode_lines(sale, text, &mut events) {
+                records.push((sale.clone(), first.to_owned(), text.split('\n').count()));
+            }
         }
-    }
-
-    /// Commits order events to SQL, then deletes the record of the batch
-    /// they were read as, the one starting at `first`.
-    async fn persist(&self, keys: &SaleStream, first: &str, events: &[Event]) -> Result<usize> {
-        self.store.apply(events).await?;
-        let _: i64 = self.conn.clone().hdel(&keys.persisting, first).await?;
+        if records.is_empty() {
+            return Ok(0);
+        }
+        self.store.apply(&events).await?;
+        let mut pipe = redis::pipe();
+        for (sale, first, _) in &records {
+            pipe.hdel(SaleStream::new(sale)?.persisting, first).ignore();
+        }
+        let () = pipe.query_async(&mut self.conn.clone()).await?;
+        let mut state = self.state();
+        for (sale, _, entries) in records {
+            state.committed(sale, entries);
+        }
         Ok(events.len())
     }
 
-    /// Learns of new sales: creates their group (from the first entry, so
-    /// nothing already in the stream is missed) and records the sale in SQL.
-    async fn refresh_streams(&self) -> Result<()> {
-        let ids: HashSet<String> = self.engine.sale_ids().await?.into_iter().collect();
-        let known: HashSet<String> = {
-            let mut sales = self.sales();
-            sales.streams.retain(|sale, _| ids.contains(sale));
-            sales.resting.retain(|sale, _| ids.contains(sale));
-            sales.streams.keys().cloned().collect()
-        };
+    /// Looks at when every persister last read from each master: one quiet
+    /// for longer than `claim_idle` (but this one) has died or hung, and
+    /// its batches are looked for.
+    async fn look_at_readers(&self) -> Result<()> {
+        let topology = self.topology().await?;
         let mut conn = self.conn.clone();
-        for id in ids {
-            if self.sales().is_resting(&id) {
-                continue;
-            }
-            let keys = SaleStream::new(&id)?;
-            // Every time, not just for new sales: a stream deleted and made
-            // again (a sale recreated, Redis rebuilt from SQL) needs its
-            // group back, or every read fails with NOGROUP.
-            let created: redis::RedisResult<()> =
-                conn.xgroup_create_mkstream(&keys.stream, GROUP, "0").await;
-            let new_group = match created {
-                Ok(()) => true,
-                Err(e) if e.code() == Some("BUSYGROUP") => false,
-                // Its master unreachable: the others go on; it is tried
-                // again at the next housekeeping.
-                Err(e) => {
-                    self.sale_failed(&id, "checking its group", &e.into());
-                    continue;
-                }
-            };
-            if new_group || !known.contains(&id) {
-                match self.engine.sale(&id).await {
-                    Ok(sale) => self.store.upsert_sale(&sale).await?,
-                    Err(seckill_engine::Error::SaleNotFound(_)) => {
-                        // Deleted or archived since it was listed: the
-                        // group just made its stream again, an empty key
-                        // that nothing would ever remove.
-                        if new_group {
-                            let _: i64 = conn.del(&keys.stream).await?;
-                        }
-                        continue;
-                    }
-                    Err(e) => return Err(e.into()),
-                }
-            }
-            self.sales().streams.insert(id, keys);
+        let (me, idle) = (&self.config.consumer, self.config.claim_idle);
+        for (readers, gone) in takeover::quiet_everywhere(&mut conn, &topology, me, idle).await {
+            tracing::info!(?gone, "persisters went quiet; taking over their batches");
+            self.claim_abandoned().await?;
+            let _: i64 = conn.hdel(readers, gone).await?;
         }
         Ok(())
     }
 
-    /// Persists the batches some persister read at least `claim_idle` ago
-    /// and never committed, reading each range again. Two persisters may
-    /// take over the same batch at once: both write the same rows.
+    /// Persists the batches of every known sale that some persister read
+    /// at least `claim_idle` ago and never committed; looks again at the
+    /// next housekeeping if some were too young or unreachable.
     async fn claim_abandoned(&self) -> Result<usize> {
-        let mut persisted = 0;
-        let mut conn = self.conn.clone();
-        let now = redis_ms(&mut conn).await?;
-        let idle = self.config.claim_idle.as_millis() as u64;
-        let due = self.sales().due();
-        for (sale, keys) in due {
-            let batches = match in_flight(&mut conn, &keys.persisting).await {
-                Ok(batches) => batches,
-                Err(e) => {
-                    self.sale_failed(&sale, "reading its batches", &e);
-                    continue;
-                }
-            };
-            for batch in batches {
-                if now.saturating_sub(batch.read_ms) < idle {
-                    continue;
-                }
-                let entries =
-                    StreamEntry::range(&mut conn, &keys.stream, &batch.first, &batch.last).await?;
-                tracing::info!(sale, first = batch.first, "taking over an abandoned batch");
-                let events: Vec<Event> = entries
-                    .iter()
-                    .flat_map(|e| Event::decode(&sale, e))
-                    .collect();
-                persisted += self.persist(&keys, &batch.first, &events).await?;
-            }
+        let known: Vec<String> = self.state().known.iter().cloned().collect();
+        let taken = takeover::abandoned(
+            &mut self.conn.clone(),
+            &self.store,
+            &known,
+            self.config.claim_idle,
+        )
+        .await?;
+        if taken.look_again {
+            self.state().claim_all = true;
         }
-        Ok(persisted)
+        Ok(taken.persisted)
     }
 
     /// Drops entries every persister has committed, and only those; the
-    /// engine keeps those pending orders still live in.
-    async fn trim(&self) {
-        let due = self.sales().due();
-        for (sale, _) in due {
-            if let Err(e) = self.trim_sale(&sale).await {
-                self.sale_failed(&sale, "trimming its stream", &e);
+    /// engine keeps those pending orders still live in. `all`: every sale,
+    /// else those this persister committed a batch's worth to, or any,
+    /// `TRIM_EVERY` (`work.rs`) ago.
+    async fn trim(&self, all: bool) {
+        let due = self.state().due_for_trim(self.config.batch, all);
+        for sale in due {
+            if let Err(e) = trim(&self.engine, &mut self.conn.clone(), &sale).await {
+                tracing::warn!(sale, error = %e, "trimming its stream failed");
             }
         }
     }
-
-    async fn trim_sale(&self, sale: &str) -> Result<()> {
-        if let Some(floor) = committed_floor(&mut self.conn.clone(), sale).await? {
-            self.engine.trim_stream(sale, &floor).await?;
-        }
-        Ok(())
-    }
-}
-
-/// The server's clock in ms: the one the records' times come from.
-async fn redis_ms(conn: &mut (impl ConnectionLike + Send + Sync)) -> Result<u64> {
-    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(conn).await?;
-    Ok(secs * 1000 + micros / 1000)
 }

@@ -69,6 +69,14 @@ impl Builder {
         self.define(name, sources, "nil")
     }
 
+    /// A function that may write, to its keys and also to keys of other
+    /// slots its node serves (a per-master index named in its arguments).
+    /// Redis checks each such key when it is touched: one of another node
+    /// fails that command, which the function may catch with `pcall`.
+    pub fn cross_slot(self, name: &'static str, sources: &[&str]) -> Self {
+        self.define(name, sources, "{ 'allow-cross-slot-keys' }")
+    }
+
     /// A function that never writes: callable on a replica, and while the
     /// server is out of memory.
     pub fn read_only(self, name: &'static str, sources: &[&str]) -> Self {

@@ -4,7 +4,7 @@
 
 use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisResult, Value};
 
-use crate::conn::{Target, client};
+use crate::conn::{RESPONSE_TIMEOUT, Target, client};
 
 /// A master: the one server, or one master of a cluster.
 #[derive(Clone, Debug)]
@@ -33,6 +33,11 @@ impl Master {
         redis::Client::open(self.info.clone())
     }
 
+    /// The inclusive slot ranges it serves.
+    pub fn slots(&self) -> &[(u16, u16)] {
+        &self.slots
+    }
+
     /// Whether it serves hash slot `slot` (see [`key_slot`]).
     pub fn serves(&self, slot: u16) -> bool {
         self.slots.iter().any(|&(a, b)| (a..=b).contains(&slot))
@@ -41,7 +46,9 @@ impl Master {
 
 impl Target {
     /// The masters now: the server itself, or a cluster's masters that
-    /// serve slots, as the first seed node that answers sees them.
+    /// serve slots, as the first seed node to answer sees them. Every seed
+    /// is asked at once, so a frozen one costs nothing while another
+    /// answers.
     pub async fn masters(&self) -> RedisResult<Vec<Master>> {
         let seeds = match self {
             Self::Server(url) => {
@@ -51,16 +58,18 @@ impl Target {
                     slots: vec![(0, 16383)],
                 }]);
             }
+            Self::Cluster(nodes) if nodes.is_empty() => {
+                return Err(redis::RedisError::from((
+                    redis::ErrorKind::InvalidClientConfig,
+                    "a cluster needs at least one seed node",
+                )));
+            }
             Self::Cluster(nodes) => nodes,
         };
-        let mut last = None;
-        for seed in seeds {
-            match shards(seed).await {
-                Ok(masters) => return Ok(masters),
-                Err(e) => last = Some(e),
-            }
-        }
-        Err(last.expect("a cluster target has at least one seed"))
+        let asked = seeds.iter().map(|seed| Box::pin(shards(seed)));
+        futures_util::future::select_ok(asked)
+            .await
+            .map(|(masters, _)| masters)
     }
 
     /// The master that serves `key` now (the one server, or on a cluster
@@ -103,7 +112,12 @@ pub fn key_slot(key: &str) -> u16 {
 /// `CLUSTER SHARDS` of `seed`: each shard's slots and its master.
 async fn shards(seed: &str) -> RedisResult<Vec<Master>> {
     let seed = client(seed)?;
-    let mut conn = seed.get_multiplexed_async_connection().await?;
+    let bounded = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(RESPONSE_TIMEOUT))
+        .set_response_timeout(Some(RESPONSE_TIMEOUT));
+    let mut conn = seed
+        .get_multiplexed_async_connection_with_config(&bounded)
+        .await?;
     let shards: Vec<Value> = redis::cmd("CLUSTER")
         .arg("SHARDS")
         .query_async(&mut conn)

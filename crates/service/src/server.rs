@@ -165,7 +165,7 @@ pub async fn start(config: Config) -> Result<Running, crate::Error> {
         tasks.push(tokio::spawn(persister.run(until_stopped())));
         tasks.push(tokio::spawn(sweep_forever(
             engine.clone(),
-            Duration::from_millis(200),
+            seckill_orders::SWEEP_EVERY,
             until_stopped(),
         )));
         tasks.push(tokio::spawn(archive_forever(

@@ -37,7 +37,12 @@ end
 -- Moves pending orders ({ref, user, qty} each) to `state`. Cancelled and
 -- expired orders give their units back to the stock and, where the sale has
 -- a limit, to the buyer's allowance, and say so on the restock channel.
-local function settle(sale, gen, limit, orders, state)
+-- `news`: the sale hash's field `n`, which the caller read (see tell,
+-- prelude.lua).
+local function settle(sale, gen, limit, orders, state, news)
+  if news then
+    tell(news, KEYS[1])
+  end
   local states, event = {}, { state, gen }
   local back, per_user = 0, {}
   for _, o in ipairs(orders) do

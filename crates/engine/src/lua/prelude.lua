@@ -28,3 +28,19 @@ local function refused(m_gen, m_fence, gen, fence)
     return 'fenced'
   end
 end
+
+-- Tells the persisters that sale hash `sale`'s stream has something new.
+-- A persister that has read the stream to its end arms the sale: it writes
+-- the name of its master's news set into the hash's field `n` (a key of
+-- this node, by a tag chosen for it: crates/orders/src/news.rs). Whatever
+-- then appends to the stream (a purchase, a settlement) and finds `n` set
+-- calls this: the sale joins the set, which the persisters read, and is
+-- disarmed, so the calls after it until the next read pay nothing but
+-- reading `n`. A pcall, because a set left on another node (the sale's
+-- slot moved) must not fail a purchase: the persisters' slow full read
+-- finds the sale then. Called before anything is written, so a failure
+-- here leaves nothing half done.
+local function tell(news, sale)
+  redis.pcall('SADD', news, sale)
+  redis.call('HDEL', sale, 'n')
+end

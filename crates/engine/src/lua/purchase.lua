@@ -57,21 +57,22 @@ end
 local req_field = req ~= '' and 'r:' .. req
 local bought_field = limit > 0 and 'u:' .. user
 -- Only the fields this purchase needs: each costs ~600.
+-- 'n': the news set a persister waits on (see tell, prelude.lua).
 local m
 if bought_field then
-  m = redis.call('HMGET', KEYS[1], 'gen', 'left', 'end', req_field or 'gen', bought_field)
+  m = redis.call('HMGET', KEYS[1], 'gen', 'left', 'end', 'n', req_field or 'gen', bought_field)
 elseif req_field then
-  m = redis.call('HMGET', KEYS[1], 'gen', 'left', 'end', req_field)
+  m = redis.call('HMGET', KEYS[1], 'gen', 'left', 'end', 'n', req_field)
 else
-  m = redis.call('HMGET', KEYS[1], 'gen', 'left', 'end')
+  m = redis.call('HMGET', KEYS[1], 'gen', 'left', 'end', 'n')
 end
 if m[1] ~= gen then
   return 'no_sale'
 end
 -- The same order as purchase_batch.lua: a repeated request id gets its
 -- order back even once the sale has ended.
-if req_field and m[4] then
-  return m[4]
+if req_field and m[5] then
+  return m[5]
 end
 if ARGV[6] or m[3] ~= '0' then
   local t = redis.call('TIME')
@@ -83,7 +84,7 @@ if ARGV[6] or m[3] ~= '0' then
     return 'not_started'
   end
 end
-local bought = bought_field and tonumber(m[5] or '0') + qty
+local bought = bought_field and tonumber(m[6] or '0') + qty
 if bought and bought > limit then
   return 'limit'
 end
@@ -94,6 +95,9 @@ end
 -- Redis would write these numbers with '%.17g', far dearer than '%d'.
 left = string.format('%d', left)
 bought = bought and string.format('%d', bought)
+if m[4] then
+  tell(m[4], KEYS[1])
+end
 if not req_field then
   local entry = redis.call('XADD', KEYS[2], '*', 'b', gen, user, ARGV[3])
   if bought then

@@ -28,7 +28,8 @@
 -- values, inside Lua's limit of ~8,000 for batches of up to 1,000.
 local gen, limit, start = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 -- Arrays grow through counters: Lua's `#` searches for the end.
-local fields, nf = { 'gen', 'left', 'end' }, 3
+-- 'n': the news set a persister waits on (see tell, prelude.lua).
+local fields, nf = { 'gen', 'left', 'end', 'n' }, 4
 for i = 4, #ARGV, 3 do
   if limit > 0 then
     nf = nf + 1
@@ -61,7 +62,7 @@ local sold = {}      -- order number -> quantity, of this batch's orders
 local twins = {}     -- answer index -> order number it repeats
 local fresh, nfresh = {}, 0 -- request ids this batch bought with
 local dirty = {}
-local n, k = 0, 4
+local n, k = 0, 5
 for i = 4, #ARGV, 3 do
   local user, req = ARGV[i], ARGV[i + 2]
   -- What this buyer holds and what this request id bought, as read (the
@@ -125,6 +126,9 @@ for i = 4, #ARGV, 3 do
 end
 if n == 0 then
   return answers
+end
+if m[4] then
+  tell(m[4], KEYS[1])
 end
 local entry = redis.call('XADD', KEYS[2], '*', unpack(event))
 answers[1] = entry

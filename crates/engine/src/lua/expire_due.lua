@@ -1,0 +1,55 @@
+-- The expire function: what expire.lua does for one sale, or for every
+-- sale one master's due index lists as due, in one call instead of a call
+-- per sale. One function for both, so the library holds their code once
+-- (its size costs every call of every function: see prelude.lua).
+-- One sale: KEYS: the sale's lifecycle keys (lifecycle_common.lua).
+--   ARGV: sale id, most stream entries, optionally its master's due index.
+--   Returns what expire_sale does.
+-- Due sales: KEYS: 1 the master's due index (layout: crates/orders/src/news.rs).
+--   ARGV: '', most sales, most stream entries per sale.
+-- Returns { orders expired, 1 if the index may hold more sales due else 0,
+-- { ids of the sales left to the caller } }: shards of a sharded sale
+-- (whose returned units the engine reports to the sale's refiller, see
+-- Engine::expire_due), sales with more due than `most` entries, and sales
+-- whose slot is moving.
+-- The sales' keys are not declared (they are many, in many slots of this
+-- master): the function is flagged allow-cross-slot-keys, and a sale whose
+-- slot is moving or moved to another master is left to the caller.
+-- Cost: TIME and ZRANGEBYSCORE, then per sale EXISTS and what expire.lua
+-- costs.
+local function expire_due_sales()
+  local due_index, most = KEYS[1], tonumber(ARGV[3])
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local due = redis.call('ZRANGEBYSCORE', due_index, '-inf', string.format('%d', now),
+    'LIMIT', 0, tonumber(ARGV[2]))
+  local out, left = { 0, #due == tonumber(ARGV[2]) and 1 or 0 }, {}
+  out[3] = left
+  for _, key in ipairs(due) do
+    -- seckill:{sale:<id>}:sale -> seckill:{sale:<id>} and <id>
+    local base, id = string.sub(key, 1, -6), string.sub(key, 15, -7)
+    -- settle and expire_sale read the sale's keys from KEYS.
+    KEYS = { key, base .. ':orders', base .. ':settled' }
+    -- Undeclared keys: while the sale's slot moves to another master some
+    -- may be gone from here, and a write failing halfway through the sweep
+    -- would leave units returned without their event. A look at all of them
+    -- first fails instead, before anything is done, and the sale is left to
+    -- the caller, whose call declares them.
+    local look = redis.pcall('EXISTS', KEYS[1], KEYS[2], KEYS[3])
+    if string.find(id, '~', 1, true) or (type(look) == 'table' and look.err) then
+      left[#left + 1] = id
+    else
+      local r = expire_sale(id, most, due_index)
+      out[1] = out[1] + r[1]
+      if r[2] == 1 then
+        left[#left + 1] = id
+      end
+    end
+  end
+  return out
+end
+
+if ARGV[1] ~= '' then
+  return expire_sale(ARGV[1], tonumber(ARGV[2]), ARGV[3])
+end
+return expire_due_sales()

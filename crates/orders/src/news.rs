@@ -1,0 +1,163 @@
+//! Where each master keeps the signals the background tasks wait on, so
+//! that their cost follows what happens (orders, expiries), not how many
+//! sales exist:
+//! - `seckill:{news:<tag>}`: the news set, sale hash keys whose stream has
+//!   entries no persister has read. The engine's scripts add a sale when
+//!   they append to its stream while the sale is armed (its hash field `n`
+//!   names this set), which `lua/read_news.lua` does on reading a stream to
+//!   its end.
+//! - `…:readers`: hash, persister -> when it last read (ms): a persister
+//!   gone quiet for longer than its batches may stay uncommitted has died,
+//!   and its batches are taken over.
+//! - `…:due`: sorted set, sale hash key -> when its next order comes due
+//!   (ms): filed by the read of its purchases, refiled by each expiry.
+//!
+//! `<tag>` is the smallest number whose slot the master serves, so every
+//! key is on the master of the sales it speaks of and one script can
+//! touch both. Scripts find a sale's id in its hash key
+//! `seckill:{sale:<id>}:sale` (the engine's layout, `keys.rs`).
+
+use seckill_redis::{Master, Target, key_slot};
+
+use crate::error::{Error, Result};
+
+/// Tags are searched up to here; 16384 slots are all hit long before.
+const MAX_TAG: u32 = 1_000_000;
+
+/// One master's signal keys.
+#[derive(Clone, Debug)]
+pub(crate) struct MasterKeys {
+    pub news: String,
+    pub readers: String,
+    pub due: String,
+}
+
+impl MasterKeys {
+    fn new(tag: u32) -> Self {
+        let news = format!("seckill:{{news:{tag}}}");
+        Self {
+            readers: format!("{news}:readers"),
+            due: format!("{news}:due"),
+            news,
+        }
+    }
+}
+
+/// The masters now and their signal keys.
+#[derive(Debug)]
+pub(crate) struct Topology {
+    masters: Vec<(Master, MasterKeys)>,
+}
+
+impl Topology {
+    /// Asks `target` which masters serve which slots.
+    pub async fn read(target: &Target) -> Result<Self> {
+        let mut masters = Vec::new();
+        for master in target.masters().await? {
+            let tag = (0..MAX_TAG)
+                .find(|&tag| master.serves(key_slot(&MasterKeys::new(tag).news)))
+                .ok_or_else(|| Error::Invalid {
+                    what: "cluster",
+                    reason: format!("no tag maps to master {}", master.addr()),
+                })?;
+            masters.push((master, MasterKeys::new(tag)));
+        }
+        Ok(Self { masters })
+    }
+
+    /// Whether every slot has a master. Not so during a failover: a
+    /// master left out here would have its signals unread, so the caller
+    /// asks again soon.
+    pub fn complete(&self) -> bool {
+        let served: u32 = self
+            .masters
+            .iter()
+            .map(|(m, _)| (0..=16383u16).filter(|slot| m.serves(*slot)).count() as u32)
+            .sum();
+        served >= 16384
+    }
+
+    /// Whether `other` has the same masters serving the same slots.
+    pub fn same_as(&self, other: &Topology) -> bool {
+        let shape = |t: &Topology| -> Vec<(String, Vec<(u16, u16)>)> {
+            let mut v: Vec<_> = t
+                .masters
+                .iter()
+                .map(|(m, _)| (m.addr(), m.slots().to_vec()))
+                .collect();
+            v.sort();
+            v
+        };
+        shape(self) == shape(other)
+    }
+
+    /// How many masters.
+    pub fn len(&self) -> usize {
+        self.masters.len()
+    }
+
+    /// Master `i`'s signal keys.
+    pub fn keys(&self, i: usize) -> &MasterKeys {
+        &self.masters[i].1
+    }
+
+    /// Master `i`'s address, for logs.
+    pub fn addr(&self, i: usize) -> String {
+        self.masters[i].0.addr()
+    }
+
+    /// The master serving sale `id`'s keys, if any serves its slot.
+    pub fn of(&self, id: &str) -> Option<usize> {
+        let slot = key_slot(&format!("{{sale:{id}}}"));
+        self.masters.iter().position(|(m, _)| m.serves(slot))
+    }
+}
+
+/// A background task's place in the registry's log of sale changes.
+#[derive(Debug, Default)]
+pub(crate) struct Follower {
+    /// `None`: at start, or after a change could not be applied.
+    at: Option<String>,
+}
+
+/// What [`Follower::next`] learned.
+pub(crate) enum Learned {
+    /// Every sale now: what the caller knew is to be forgotten.
+    All(Vec<String>),
+    /// The sales changed (made, ended, removed) since the last call.
+    Changed(Vec<String>),
+}
+
+impl Follower {
+    /// The sales changed since the last call; every sale the first time,
+    /// after [`Follower::restart`], or once fallen behind the log.
+    pub async fn next(&mut self, engine: &seckill_engine::Engine) -> Result<Learned> {
+        const PAGE: usize = 1_000;
+        if let Some(mut at) = self.at.clone() {
+            let mut changed = std::collections::BTreeSet::new();
+            while let Some(page) = engine.sale_changes(&at, PAGE).await? {
+                let full = page.len() == PAGE;
+                for (place, sale) in page {
+                    at = place;
+                    if !sale.is_empty() {
+                        changed.insert(sale);
+                    }
+                }
+                if !full {
+                    self.at = Some(at);
+                    return Ok(Learned::Changed(changed.into_iter().collect()));
+                }
+            }
+        }
+        // The mark first: no change made after the list is missed.
+        let mark = engine.sale_log_mark().await?;
+        let ids = engine.sale_ids().await?;
+        self.at = Some(mark);
+        Ok(Learned::All(ids))
+    }
+
+    /// Makes the next call list every sale: some changes were not applied.
+    pub fn restart(&mut self) {
+        self.at = None;
+    }
+}
