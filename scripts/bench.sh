@@ -145,9 +145,13 @@ for m in body hs256 rs256; do
   http auth-$m-fresh 1000000 "$sf --no-background" "$lf --users 20000 --request-ids" 20000 100
 done
 
+step "many sales: idle ones, and purchases spread over 10,000"
+bash scripts/idle.sh >"$OUT/idle.jsonl"
+bash scripts/spread.sh >"$OUT/spread.jsonl"
+
 step "writing docs/benchmarks.md"
 python3 scripts/bench_doc.py "$OUT" "$(date -u +%Y-%m-%d)" >docs/benchmarks.md
 echo "docs/benchmarks.md regenerated" >&2
 
 step "one sale over many masters: docs/scaling.md"
-bash scripts/scaling.sh
+MANY_SALES_FROM="$OUT" bash scripts/scaling.sh

@@ -25,7 +25,12 @@ trap 'rm -rf "$WORK"' EXIT
     echo "register('$f', function(KEYS, ARGV)"
     case $f in order | expire) cat "$LUA/lifecycle_common.lua" ;; esac
     cat "$LUA/$f.lua"
-    echo 'end, nil)'
+    [ "$f" = expire ] && cat "$LUA/expire_due.lua"
+    # With the flags crates/engine/src/scripts.rs gives each.
+    case $f in
+    purchase | purchase_batch | order | expire) echo "end, { 'allow-cross-slot-keys' })" ;;
+    *) echo 'end, nil)' ;;
+    esac
   done
   echo "register('floor', function(KEYS, ARGV)"
   cat "$LUA/floor.lua"

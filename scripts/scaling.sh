@@ -26,6 +26,15 @@ $S bench --cluster --strategy coalesced --stock 300000 --buyers 300000 --concurr
 step "skewed demand on a cluster"
 $S bench --cluster --strategy atomic --shards 6 --skew --stock 20000 --buyers 80000 --per-user-limit 1 --json >"$OUT/skew.jsonl"
 
+step "many sales: idle ones, and purchases spread over 10,000"
+# bench.sh has measured them already when it runs this.
+if [ -n "${MANY_SALES_FROM:-}" ]; then
+  cp "$MANY_SALES_FROM/idle.jsonl" "$MANY_SALES_FROM/spread.jsonl" "$OUT/"
+else
+  bash scripts/idle.sh >"$OUT/idle.jsonl"
+  bash scripts/spread.sh >"$OUT/spread.jsonl"
+fi
+
 step "persister per order"
 $S bench --strategy coalesced --stock 200000 --buyers 200000 --shards 4 --persist-to "$OUT/p.db" --json >"$OUT/persist-sqlite.jsonl"
 PG=postgres://postgres@127.0.0.1:5432/seckill_scaling

@@ -247,6 +247,55 @@ p(table(["purchases/s", "strategy", "Redis CPU µs per purchase", "purchases/s p
          "masters (= shards)", "within one sale's shard limit", f"`serve` instances ({SERVE_CORES} cores)",
          "persister cores", "databases at the SQL rate measured here"], rows))
 p("")
+# --- many sales
+def rows_of(name):
+    """Every JSON line of OUT/name (the many-sales scripts' rows name no
+    strategy, which lines() keeps to)."""
+    path = os.path.join(OUT, name)
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(l) for l in f if l.strip()]
+
+
+idle = rows_of("idle.jsonl")
+spread = {r["case"]: r for r in rows_of("spread.jsonl")}
+if idle or spread:
+    p("## Many sales at once\n")
+    p("The model above is one hot sale. A shop also runs many sales at once, one per SKU of "
+      "an event. What they cost while idle, and per purchase when purchases spread over them "
+      "(`bash scripts/idle.sh`, `bash scripts/spread.sh`; the tables are on the benchmarks "
+      "page):\n")
+    rows = []
+    for r in idle:
+        if r["sales"] == 10000:
+            rows.append([r["setup"], num(r["redis_cpu_pct"], 2), num(r["serve_cpu_pct"], 2),
+                         num(r["commands_per_s"])])
+    if rows:
+        p(table(["10,000 idle sales", "Redis CPU % of a core (all masters)",
+                 "serve CPU % of a core (all instances)", "Redis commands/s"], rows))
+        p("\nIdle cost follows masters and instances, not sales: each `serve` reads each "
+          "master's news set a dozen times a second and its due index twice, whatever the "
+          "number of sales, so a fleet of K instances on M masters idles at about K × M "
+          "such calls, and a sale costs only memory until something happens in it.\n")
+    one, many = spread.get("one"), spread.get("spread")
+    if one and many:
+        ratio = many["redis_cpu_us_per_purchase"] / one["redis_cpu_us_per_purchase"]
+        p(f"Per purchase, bought, persisted, expired unpaid and its expiry persisted, at "
+          f"{num(one['purchases_per_s'])}/s: {num(one['redis_cpu_us_per_purchase'], 1)} µs of "
+          f"redis-server CPU into one sale, {num(many['redis_cpu_us_per_purchase'], 1)} µs "
+          f"spread over {num(many['sales'])} sales ({ratio:.2f}×). One sale pays the "
+          "persister's and sweeper's per-sale steps once per batch of many orders; spread "
+          "out, each order pays them alone: reading its stream, recording and deleting its "
+          "batch, arming its sale, sweeping it, returning its unit and persisting that. Plan "
+          f"Redis for spread-out sales at {ratio:.1f}× the per-purchase cost above.\n")
+    trickle = spread.get("trickle")
+    if trickle and trickle.get("to_sql_p99_ms") is not None:
+        p(f"Latency holds when purchases are few and far between: at "
+          f"{num(trickle['purchases_per_s'])}/s, each in another of {num(trickle['sales'])} "
+          f"sales, an order was in SQL {num(trickle['to_sql_p50_ms'])} ms after its answer at "
+          f"the median and {num(trickle['to_sql_p99_ms'])} ms at p99.\n")
+
 p("## Where the model bends\n")
 p("- **SQL.** The persister scales out (every persister is a consumer of every "
   "shard's stream), but all of them write to one database. At the rates above one "

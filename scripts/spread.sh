@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# What an order costs Redis when purchases are spread over many sales
+# rather than aimed at one: `seckill serve` (persister, sweeper and
+# archiver in-process) on a private redis-server; RATE purchases/s (1,000
+# unless given) for SECONDS (30) through the API, into one sale, then
+# spread over 10,000 sales (each purchase a random one). Orders are left
+# unpaid with a 2 s pay-by time, so each is bought, persisted, expired and
+# its expiry persisted within the window. redis-server's CPU (ns, from
+# /proc/PID/task/*/schedstat) from the first purchase until every order
+# is expired in SQL, per purchase, and how long after its answer each
+# order was first seen in SQL (p50, p99; the watcher looks every 5 ms).
+# Then a trickle: 100/s over the 10,000 sales for 20 s. One JSON line per
+# case. Needs
+# redis-server, curl and python3; about three minutes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/deps.sh
+. scripts/run.sh
+RATE=${RATE:-1000}
+SECONDS_RUN=${SECONDS_RUN:-30}
+
+cpu_ns() { cat /proc/"$1"/task/*/schedstat | awk '{s += $1} END {printf "%d\n", s}'; }
+
+# run NAME SALES RATE SECONDS: a fresh redis-server and serve, SALES
+# sales, RATE purchases/s for SECONDS.
+run() {
+  local name=$1 sales=$2 rate=$3 seconds=$4 rport web rpid
+  rport=$(free_port)
+  redis-server --port "$rport" --save '' --appendonly no --logfile "$OUT/redis-$name.log" &
+  rpid=$!
+  PIDS+=($rpid)
+  for _ in $(seq 50); do redis-cli -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  web=$(free_port)
+  $S serve --listen 127.0.0.1:$web --redis-url redis://127.0.0.1:$rport/ --database-url "$OUT/$name.db" \
+    --admin-token tok --buyer-auth body --rate-per-user 0 --rate-per-ip 0 >"$OUT/serve-$name.log" 2>&1 &
+  local spid=$!
+  PIDS+=($spid)
+  for _ in $(seq 100); do curl -sf http://127.0.0.1:$web/healthz >/dev/null && break; sleep 0.1; done
+  python3 - "$web" "$sales" "$rate" "$seconds" "$rpid" "$OUT/$name.db" "$name" <<'PY'
+import http.client, json, random, sqlite3, sys, threading, time
+web, sales, rate, seconds, rpid, db, name = sys.argv[1:8]
+sales, rate, seconds, rpid = int(sales), int(rate), int(seconds), int(rpid)
+H = {"Authorization": "Bearer tok", "Content-Type": "application/json"}
+c = http.client.HTTPConnection("127.0.0.1", int(web))
+stock = rate * seconds
+per_sale = -(-stock // sales)
+for i in range(sales):
+    body = {"id": f"s{i}", "name": "s", "stock": per_sale, "per_user_limit": 1, "payment_timeout_secs": 2}
+    c.request("POST", "/v1/sales", json.dumps(body), H)
+    r = c.getresponse(); r.read()
+    assert r.status == 201, r.status
+# Every sale read once by the persister (its start-up work) before the clock.
+time.sleep(5 + sales / 1000)
+
+def cpu_ns():
+    import glob
+    return sum(int(open(f).read().split()[0]) for f in glob.glob(f"/proc/{rpid}/task/*/schedstat"))
+
+total = rate * seconds
+threads = 16
+ok = [0] * threads
+# Every order's answer time, and when it was first seen in SQL.
+answered, seen, lock = {}, {}, threading.Lock()
+done = threading.Event()
+def watch():
+    sql = sqlite3.connect(db)
+    while not done.is_set() or len(seen) < len(answered):
+        with lock:
+            waiting = [o for o in answered if o not in seen][:500]
+        if waiting:
+            marks = ",".join("?" * len(waiting))
+            now = time.monotonic()
+            for (o,) in sql.execute(f"SELECT order_id FROM orders WHERE order_id IN ({marks})", waiting):
+                seen[o] = now
+        if done.is_set() and time.monotonic() > stop_watch:
+            break
+        time.sleep(0.005)
+stop_watch = float("inf")
+watcher = threading.Thread(target=watch)
+watcher.start()
+start = time.monotonic()
+before = cpu_ns()
+def buy(t):
+    conn = http.client.HTTPConnection("127.0.0.1", int(web))
+    rnd = random.Random(t)
+    n = t
+    while n < total:
+        due = start + n / rate
+        pause = due - time.monotonic()
+        if pause > 0:
+            time.sleep(pause)
+        sale = rnd.randrange(sales)
+        conn.request("POST", f"/v1/sales/s{sale}/purchase", json.dumps({"user_id": f"u{n}"}),
+                     {"Content-Type": "application/json"})
+        r = conn.getresponse()
+        body = r.read()
+        if r.status in (200, 201):
+            ok[t] += 1
+            with lock:
+                answered[json.loads(body)["order_id"]] = time.monotonic()
+        n += threads
+workers = [threading.Thread(target=buy, args=(t,)) for t in range(threads)]
+for w in workers: w.start()
+for w in workers: w.join()
+took = time.monotonic() - start
+bought = sum(ok)
+stop_watch = time.monotonic() + 30
+done.set()
+watcher.join()
+lags = sorted((seen[o] - answered[o]) * 1000 for o in answered if o in seen)
+p99 = lags[int(len(lags) * 0.99)] if lags else None
+# Until every order is expired in SQL: bought, persisted, expired, persisted.
+sql = sqlite3.connect(db)
+deadline = time.monotonic() + 60
+while True:
+    n = sql.execute("SELECT COUNT(*) FROM orders WHERE state = 'expired'").fetchone()[0]
+    if n >= bought or time.monotonic() > deadline:
+        break
+    time.sleep(0.05)
+after = cpu_ns()
+print(json.dumps({"case": name, "sales": sales, "purchases": bought, "expired_in_sql": n,
+                  "purchases_per_s": round(bought / took), "window_s": round(time.monotonic() - start, 1),
+                  "redis_cpu_us_per_purchase": round((after - before) / 1000 / max(bought, 1), 2),
+                  "to_sql_p50_ms": round(lags[len(lags) // 2], 1) if lags else None,
+                  "to_sql_p99_ms": round(p99, 1) if p99 is not None else None}))
+PY
+  kill "$spid" "$rpid" 2>/dev/null || true
+  wait "$spid" "$rpid" 2>/dev/null || true
+}
+
+run one 1 "$RATE" "$SECONDS_RUN"
+run spread 10000 "$RATE" "$SECONDS_RUN"
+# A trickle: how long an order takes to reach SQL when purchases are few
+# and far between, each in another sale.
+run trickle 10000 100 20
