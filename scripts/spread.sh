@@ -36,9 +36,9 @@ run() {
   local spid=$!
   PIDS+=($spid)
   for _ in $(seq 100); do curl -sf http://127.0.0.1:$web/healthz >/dev/null && break; sleep 0.1; done
-  python3 - "$web" "$sales" "$rate" "$seconds" "$rpid" "$OUT/$name.db" "$name" <<'PY'
-import http.client, json, random, sqlite3, sys, threading, time
-web, sales, rate, seconds, rpid, db, name = sys.argv[1:8]
+  python3 - "$web" "$sales" "$rate" "$seconds" "$rpid" "$OUT/$name.db" "$name" "$rport" <<'PY'
+import http.client, json, random, sqlite3, subprocess, sys, threading, time
+web, sales, rate, seconds, rpid, db, name, rport = sys.argv[1:9]
 sales, rate, seconds, rpid = int(sales), int(rate), int(seconds), int(rpid)
 H = {"Authorization": "Bearer tok", "Content-Type": "application/json"}
 c = http.client.HTTPConnection("127.0.0.1", int(web))
@@ -51,6 +51,16 @@ for i in range(sales):
     assert r.status == 201, r.status
 # Every sale read once by the persister (its start-up work) before the clock.
 time.sleep(5 + sales / 1000)
+
+def commandstats():
+    out = subprocess.run(["redis-cli", "-p", rport, "info", "commandstats"], capture_output=True, text=True).stdout
+    stats = {}
+    for line in out.splitlines():
+        if line.startswith("cmdstat_"):
+            cmd, fields = line[len("cmdstat_"):].split(":", 1)
+            f = dict(kv.split("=") for kv in fields.split(","))
+            stats[cmd] = (int(f["calls"]), int(f["usec"]))
+    return stats
 
 def cpu_ns():
     import glob
@@ -80,6 +90,7 @@ watcher = threading.Thread(target=watch)
 watcher.start()
 start = time.monotonic()
 before = cpu_ns()
+stats_before = commandstats()
 def buy(t):
     conn = http.client.HTTPConnection("127.0.0.1", int(web))
     rnd = random.Random(t)
@@ -118,11 +129,23 @@ while True:
         break
     time.sleep(0.05)
 after = cpu_ns()
+stats_after = commandstats()
+# Redis time inside each command (INFO commandstats), per purchase: where
+# the difference between the cases is spent.
+by_command = {}
+for cmd, (calls, usec) in stats_after.items():
+    c0, u0 = stats_before.get(cmd, (0, 0))
+    if usec - u0 > 0:
+        by_command[cmd] = {"calls_per_purchase": round((calls - c0) / max(bought, 1), 3),
+                           "us_per_purchase": round((usec - u0) / max(bought, 1), 2)}
+by_command = dict(sorted(by_command.items(), key=lambda kv: -kv[1]["us_per_purchase"]))
 print(json.dumps({"case": name, "sales": sales, "purchases": bought, "expired_in_sql": n,
                   "purchases_per_s": round(bought / took), "window_s": round(time.monotonic() - start, 1),
                   "redis_cpu_us_per_purchase": round((after - before) / 1000 / max(bought, 1), 2),
                   "to_sql_p50_ms": round(lags[len(lags) // 2], 1) if lags else None,
-                  "to_sql_p99_ms": round(p99, 1) if p99 is not None else None}))
+                  "to_sql_p99_ms": round(p99, 1) if p99 is not None else None,
+                  "redis_command_us_per_purchase": round(sum(v["us_per_purchase"] for v in by_command.values()), 2),
+                  "by_command": by_command}))
 PY
   kill "$spid" "$rpid" 2>/dev/null || true
   wait "$spid" "$rpid" 2>/dev/null || true
