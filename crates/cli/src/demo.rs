@@ -82,6 +82,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         background: true,
         limits: Default::default(),
         archive_after: std::time::Duration::from_secs(3600),
+        restore_lost_sales: false,
         durability: Default::default(),
     })
     .await

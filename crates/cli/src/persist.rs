@@ -8,7 +8,9 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
 use seckill_engine::Engine;
-use seckill_orders::{Persister, PersisterConfig, Store, archive_forever, sweep_forever};
+use seckill_orders::{
+    Persister, PersisterConfig, Store, archive_forever, sweep_forever, watch_lost_forever,
+};
 
 #[derive(ClapArgs)]
 pub struct Args {
@@ -26,6 +28,10 @@ pub struct Args {
     /// SQL answers for it), once every order is settled and persisted.
     #[arg(long, default_value_t = 3600.0)]
     archive_after: f64,
+    /// Rebuild from SQL, without an admin, each sale Redis lost (see
+    /// `seckill serve --restore-lost-sales`).
+    #[arg(long)]
+    restore_lost_sales: bool,
 }
 
 pub async fn run(args: Args) -> Result<ExitCode> {
@@ -45,9 +51,14 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         "persisting orders from {redis} into {}",
         args.stores.database_url
     );
-    let mut sweepers = Vec::new();
+    let engine = Engine::connect_target_lazy(&redis)?;
+    let mut sweepers = vec![tokio::spawn(watch_lost_forever(
+        engine.clone(),
+        store.clone(),
+        args.restore_lost_sales,
+        crate::signals::shutdown(),
+    ))];
     if !args.no_sweeper {
-        let engine = Engine::connect_target(&redis).await?;
         sweepers.push(tokio::spawn(sweep_forever(
             engine.clone(),
             seckill_orders::SWEEP_EVERY,

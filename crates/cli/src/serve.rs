@@ -49,6 +49,12 @@ pub struct Args {
     /// settled and persisted.
     #[arg(long, default_value_t = 3600.0)]
     archive_after: f64,
+    /// Rebuild from SQL, without an admin, each sale Redis lost (a restart
+    /// without persistence, a failover to an empty replica); else it
+    /// answers 503 sale_lost until restored with `seckill audit --sale ID
+    /// --repair-from-sql`.
+    #[arg(long)]
+    restore_lost_sales: bool,
     /// When a purchase is acknowledged: `primary` when the master has it;
     /// `replica` once a replica has it too (`WAIT 1`), so a failover cannot
     /// lose it; past `--replica-timeout-ms` the buyer gets a 503 and
@@ -101,6 +107,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
             idle_timeout: seconds("--idle-timeout", args.idle_timeout, LIMIT)?,
         },
         archive_after: crate::target::archive_after(args.archive_after)?,
+        restore_lost_sales: args.restore_lost_sales,
         durability: match args.durability {
             DurabilityArg::Primary => seckill_engine::Durability::Primary,
             DurabilityArg::Replica => seckill_engine::Durability::Replica {

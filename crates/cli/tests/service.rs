@@ -363,3 +363,47 @@ fn serve_refuses_bad_configuration_with_a_message() {
         common::assert_refused_saying(args, words);
     }
 }
+
+/// What `seckill serve` logs in its first second on a redis-server started
+/// with `options`.
+fn first_logs(options: seckill_testkit::Options) -> String {
+    let redis = options.start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("serve.log");
+    let mut child = seckill()
+        .args(["serve", "--listen", "127.0.0.1:0", "--admin-token", "t"])
+        .args(["--redis-url", &redis.url(), "--buyer-auth", "body"])
+        .arg("--database-url")
+        .arg(dir.path().join("o.db"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1_500));
+    let _ = child.kill();
+    let _ = child.wait();
+    std::fs::read_to_string(&log).unwrap()
+}
+
+/// `serve` says at start when its Redis can lose acknowledged orders: no
+/// append-only file and no replica, or a policy that evicts keys; and
+/// says nothing of it when Redis keeps an AOF and evicts nothing.
+#[test]
+fn serve_warns_when_redis_can_lose_acknowledged_orders() {
+    use seckill_testkit::{Fsync, Options};
+    const NO_AOF: &str = "keeps no append-only file and has no replica";
+    const EVICTS: &str = "Redis may evict keys";
+    let bare = first_logs(Options::default());
+    assert!(bare.contains(NO_AOF), "{bare}");
+    assert!(!bare.contains(EVICTS), "{bare}");
+    let evicting = first_logs(
+        Options::default()
+            .aof(Fsync::EverySec)
+            .arg("maxmemory-policy", "allkeys-lru"),
+    );
+    assert!(evicting.contains(EVICTS), "{evicting}");
+    assert!(evicting.contains("allkeys-lru"), "{evicting}");
+    assert!(!evicting.contains(NO_AOF), "{evicting}");
+    let safe = first_logs(Options::default().aof(Fsync::EverySec));
+    assert!(!safe.contains(NO_AOF) && !safe.contains(EVICTS), "{safe}");
+}

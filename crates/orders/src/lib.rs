@@ -21,6 +21,8 @@
 //! - `audit`: [`audit()`] and [`repair_from_sql`].
 //! - `archive`: [`archive()`] and [`archive_forever`]: finished sales leave
 //!   Redis and answer from SQL.
+//! - `lost`: [`watch_lost_forever`], sales Redis lost while SQL holds them
+//!   as live: reported, and restored from SQL if asked.
 //! - `error`: [`Error`].
 //!
 //! What wakes each background task, so that what they cost follows what
@@ -35,7 +37,10 @@
 //!   as due (one call per master), and sweeps every sale once per
 //!   [`FULL_SWEEP`];
 //! - the archiver reads each sale's end once, then only the sales the
-//!   registry's log says changed, and archives those past their end.
+//!   registry's log says changed, and archives those past their end;
+//! - the watch for lost sales asks each master for its mark every 2 s
+//!   and compares SQL's live sales with Redis when one is missing, at
+//!   start and every 5 min.
 //!
 //! ```no_run
 //! # async fn run() -> seckill_orders::Result<()> {
@@ -53,6 +58,7 @@ mod audit;
 mod backlog;
 mod config;
 mod error;
+mod lost;
 mod news;
 mod persister;
 mod store;
@@ -65,6 +71,7 @@ pub use audit::{Finding, Report, audit, repair_from_sql};
 pub use backlog::{Backlog, backlog, unpersisted, wait_drained};
 pub use config::{GROUP, PLAIN_COMMANDS, PersisterConfig};
 pub use error::{Error, Result};
+pub use lost::{LOOK_EVERY, watch_lost_forever};
 pub use persister::Persister;
 pub use store::{Store, StoredOrder, StoredSale};
 pub use sweeper::{FULL_SWEEP, SWEEP_EVERY, sweep, sweep_forever};

@@ -11,6 +11,8 @@
 //!   and its batches are taken over.
 //! - `…:due`: sorted set, sale hash key -> when its next order comes due
 //!   (ms): filed by the read of its purchases, refiled by each expiry.
+//! - `…:mark`: a token set once; a master that lost its data lost it too,
+//!   which tells the watch for lost sales (`lost.rs`) to look.
 //!
 //! `<tag>` is the smallest number whose slot the master serves, so every
 //! key is on the master of the sales it speaks of and one script can
@@ -30,6 +32,7 @@ pub(crate) struct MasterKeys {
     pub news: String,
     pub readers: String,
     pub due: String,
+    pub mark: String,
 }
 
 impl MasterKeys {
@@ -38,6 +41,7 @@ impl MasterKeys {
         Self {
             readers: format!("{news}:readers"),
             due: format!("{news}:due"),
+            mark: format!("{news}:mark"),
             news,
         }
     }

@@ -425,6 +425,15 @@ impl Store {
         )
     }
 
+    /// Every sale SQL holds as live (not archived): id and generation.
+    pub async fn live_sales(&self) -> Result<Vec<(String, i64)>> {
+        Ok(
+            sqlx::query_as("SELECT id, generation FROM sales WHERE archived_ms IS NULL")
+                .fetch_all(&self.pool)
+                .await?,
+        )
+    }
+
     /// Every archived sale, by id.
     pub async fn archived_sales(&self) -> Result<Vec<StoredSale>> {
         Ok(sqlx::query_as(&format!(

@@ -38,6 +38,22 @@ impl ApiError {
         Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
     }
 
+    /// 503 `sale_lost`: SQL holds sale `id` as live but Redis no longer
+    /// does (a restart without persistence, a failover to an empty
+    /// replica, a flush). Nothing of it is sold or settled until an admin
+    /// restores it from SQL.
+    pub fn sale_lost(id: &str) -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "sale_lost",
+            format!(
+                "Redis has lost sale `{id}`, which SQL holds as live: nothing of it is sold or \
+                 settled until an admin restores it with `seckill audit --sale {id} \
+                 --repair-from-sql`"
+            ),
+        )
+    }
+
     /// 409 with `code`: the request clashes with the current state (a sale
     /// that exists, an order already settled).
     pub fn conflict(code: &'static str, message: impl Into<String>) -> Self {

@@ -17,6 +17,8 @@
 //! - `time`: times in (RFC 3339 or ms) and out (RFC 3339).
 //! - `limiter`: the per-user and per-address rate limits.
 //! - `locks`: poison-tolerant lock guards.
+//! - `redis_settings`: the warning at start about a Redis that can lose
+//!   acknowledged orders (no AOF and no replica, or eviction).
 //! - `listener`: accepting connections: the cap, header and idle timeouts.
 //! - `metrics`: Prometheus metrics.
 //! - `activity`: this instance's purchases per sale and second (answers by
@@ -43,6 +45,7 @@
 //!     background: true,
 //!     limits: Default::default(),
 //!     archive_after: std::time::Duration::from_secs(3600),
+//!     restore_lost_sales: false,
 //!     durability: Default::default(),
 //! };
 //! let running = seckill_service::start(config).await?;
@@ -64,6 +67,7 @@ mod listener;
 mod locks;
 mod metrics;
 mod openapi;
+mod redis_settings;
 mod routes;
 mod secret;
 mod server;

@@ -205,7 +205,7 @@ mod tests {
         body_matches::<sales::NewSale>(
             "NewSale",
             json!({"id": "a", "name": "n", "stock": 1, "per_user_limit": 1, "starts_at": 1,
-                   "ends_at": "2026-11-23T10:00:00Z", "payment_timeout_secs": 1, "shards": 1}),
+                   "ends_at": "2026-11-23T10:00:00Z", "payment_timeout_secs": 1, "shards": 1, "replace": false}),
         );
         body_matches::<sales::StockBody>("StockChange", json!({"add": 1, "set": 2}));
         body_matches::<sales::PurchaseBody>(

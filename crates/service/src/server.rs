@@ -9,7 +9,9 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use futures_util::StreamExt;
 use seckill_engine::{Engine, RESTOCK_CHANNEL};
-use seckill_orders::{Persister, PersisterConfig, Store, archive_forever, sweep_forever};
+use seckill_orders::{
+    Persister, PersisterConfig, Store, archive_forever, sweep_forever, watch_lost_forever,
+};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -56,6 +58,9 @@ pub struct Config {
     /// With `background`: how long after its end a sale is archived (once
     /// every order is settled and persisted).
     pub archive_after: Duration,
+    /// With `background`: rebuild from SQL, without an admin, each sale
+    /// Redis lost (else it answers 503 `sale_lost` until restored).
+    pub restore_lost_sales: bool,
     /// When a purchase is acknowledged: by the master (the default), or
     /// once a replica has it too.
     pub durability: seckill_engine::Durability,
@@ -75,6 +80,7 @@ impl std::fmt::Debug for Config {
             .field("background", &self.background)
             .field("limits", &self.limits)
             .field("archive_after", &self.archive_after)
+            .field("restore_lost_sales", &self.restore_lost_sales)
             .field("durability", &self.durability)
             .finish_non_exhaustive()
     }
@@ -127,6 +133,7 @@ pub async fn start(config: Config) -> Result<Running, crate::Error> {
              use it on a trusted network or for benchmarks only"
         );
     }
+    tokio::spawn(crate::redis_settings::warn_if_lossy(config.redis.clone()));
     let state = Arc::new(AppState::new(
         engine.clone(),
         store.clone(),
@@ -166,6 +173,12 @@ pub async fn start(config: Config) -> Result<Running, crate::Error> {
         tasks.push(tokio::spawn(sweep_forever(
             engine.clone(),
             seckill_orders::SWEEP_EVERY,
+            until_stopped(),
+        )));
+        tasks.push(tokio::spawn(watch_lost_forever(
+            engine.clone(),
+            state.store.clone(),
+            config.restore_lost_sales,
             until_stopped(),
         )));
         tasks.push(tokio::spawn(archive_forever(

@@ -50,16 +50,25 @@ fn not_found(order_id: &str) -> ApiError {
     seckill_engine::Error::OrderNotFound(order_id.to_owned()).into()
 }
 
-/// An order of an archived sale, from SQL; `OrderNotFound` otherwise.
-async fn archived_order(state: &AppState, order_id: &str) -> Result<OrderBody, ApiError> {
+/// An order of an archived sale, from SQL, if `access` sees it;
+/// `sale_lost` if its sale is live in SQL (so Redis lost it),
+/// `OrderNotFound` otherwise.
+async fn archived_order(
+    state: &AppState,
+    order_id: &str,
+    access: &OrderAccess,
+) -> Result<OrderBody, ApiError> {
     let Some(order) = state.store.order(order_id).await? else {
         return Err(not_found(order_id));
     };
     let Some(sale) = state.store.sale(&order.sale_id).await? else {
         return Err(not_found(order_id));
     };
-    if sale.archived_ms.is_none() || sale.generation != order.generation {
+    if sale.generation != order.generation || !access.sees(&order.user_id) {
         return Err(not_found(order_id));
+    }
+    if sale.archived_ms.is_none() {
+        return Err(ApiError::sale_lost(&sale.id));
     }
     let state = OrderState::parse(&order.state).ok_or_else(|| not_found(order_id))?;
     Ok(OrderBody {
@@ -82,7 +91,9 @@ async fn visible_order(
 ) -> Result<OrderBody, ApiError> {
     let order = match state.engine.order(order_id).await {
         Ok(order) => OrderBody::from(order),
-        Err(seckill_engine::Error::OrderNotFound(_)) => archived_order(state, order_id).await?,
+        Err(seckill_engine::Error::OrderNotFound(_)) => {
+            archived_order(state, order_id, access).await?
+        }
         Err(e) => return Err(e.into()),
     };
     if !access.sees(&order.user_id) {
@@ -116,7 +127,8 @@ async fn settle(state: &AppState, order_id: &str, to: OrderState) -> Result<Orde
     match done {
         Ok(new) => Ok(new),
         Err(seckill_engine::Error::OrderNotFound(_)) => {
-            let order = archived_order(state, order_id).await?;
+            // Whoever settles was let through already.
+            let order = archived_order(state, order_id, &OrderAccess::All).await?;
             if order.state != to {
                 return Err(seckill_engine::Error::OrderConflict {
                     order_id: order_id.to_owned(),

@@ -6,7 +6,8 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use seckill_engine::{
-    Outcome, PurchaseRequest, Sale, SaleSpec, Sharding, Status, StockChange, check_id, is_shard,
+    OrderState, Outcome, PurchaseRequest, Sale, SaleSpec, Sharding, Status, StockChange, check_id,
+    is_shard,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -37,6 +38,9 @@ pub struct NewSale {
     payment_timeout_secs: Option<u64>,
     #[serde(default, deserialize_with = "present_whole")]
     shards: Option<u32>,
+    /// Start a new generation over a sale Redis lost (see `lost_in_redis`).
+    #[serde(default, deserialize_with = "present")]
+    replace: Option<bool>,
 }
 
 #[derive(Serialize)]
@@ -113,10 +117,56 @@ pub async fn create_sale(
     if let Some(shards) = body.shards {
         spec = spec.shards(shards);
     }
+    lost_in_redis(&state, &body.id, body.replace == Some(true)).await?;
     let sale = state.engine.create_sale(&spec).await?;
     state.forget(&sale.id);
     state.store.upsert_sale(&sale).await?;
     Ok((StatusCode::CREATED, Json(SaleBody::for_admin(sale))).into_response())
+}
+
+/// Refuses to create sale `id` over one that SQL holds as live and Redis
+/// lost: its sold units would be sold again. With `replace` the admin
+/// chose a new generation: the old one's orders stay in SQL, and what it
+/// sold is logged.
+async fn lost_in_redis(state: &AppState, id: &str, replace: bool) -> Result<(), ApiError> {
+    let Some(stored) = state.store.sale(id).await? else {
+        return Ok(());
+    };
+    if stored.archived_ms.is_some() {
+        return Ok(());
+    }
+    match state.engine.sale(id).await {
+        Err(seckill_engine::Error::SaleNotFound(_)) => {}
+        // Redis holds it: creating answers `sale_exists`.
+        Ok(_) => return Ok(()),
+        Err(e) => return Err(e.into()),
+    }
+    if !replace {
+        return Err(ApiError::conflict(
+            "sale_exists",
+            format!(
+                "SQL holds sale `{id}` as live but Redis lost it: restore it with `seckill audit \
+                 --sale {id} --repair-from-sql`, or create it with \"replace\": true to start \
+                 a new generation (the old one's orders stay in SQL)"
+            ),
+        ));
+    }
+    let orders = state.store.orders(id, stored.generation).await?;
+    let sold: i64 = orders
+        .iter()
+        .filter(|o| {
+            OrderState::parse(&o.state).is_some_and(|s| s.is_live() || s == OrderState::Paid)
+        })
+        .map(|o| o.quantity)
+        .sum();
+    tracing::warn!(
+        sale = id,
+        generation = stored.generation,
+        orders = orders.len(),
+        sold,
+        "an admin replaced a sale Redis lost; the old generation's orders stay in SQL"
+    );
+    Ok(())
 }
 
 impl SaleBody {
@@ -152,7 +202,8 @@ pub(super) async fn sale_body(
         Ok(sale) => Ok(SaleBody::from(sale)),
         Err(seckill_engine::Error::SaleNotFound(_)) => match state.store.sale(id).await? {
             Some(stored) if stored.archived_ms.is_some() => Ok(SaleBody::archived(stored)),
-            _ => Err(seckill_engine::Error::SaleNotFound(id.to_owned()).into()),
+            Some(_) => Err(ApiError::sale_lost(id)),
+            None => Err(seckill_engine::Error::SaleNotFound(id.to_owned()).into()),
         },
         Err(e) => Err(e.into()),
     }
@@ -352,7 +403,8 @@ async fn archived_purchase(
     let not_found = || ApiError::from(seckill_engine::Error::SaleNotFound(id.to_owned()));
     let sale = match state.store.sale(id).await? {
         Some(sale) if sale.archived_ms.is_some() => sale,
-        _ => return Err(not_found()),
+        Some(_) => return Err(ApiError::sale_lost(id)),
+        None => return Err(not_found()),
     };
     if let Some(request) = &req.request_id
         && let Some(order) = state

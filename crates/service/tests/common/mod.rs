@@ -47,6 +47,7 @@ pub fn config(redis: seckill_redis::Target, db: &str, token: &str) -> seckill_se
         background: true,
         limits: Default::default(),
         archive_after: Duration::from_secs(3600),
+        restore_lost_sales: false,
         durability: Default::default(),
     }
 }

@@ -1,0 +1,191 @@
+//! Sales Redis lost: live in SQL (not archived) but gone from Redis, or
+//! there under another generation. Redis loses data in ordinary ways (a
+//! restart without persistence, a failover to a replica that had not
+//! synced, a flush, an evicting `maxmemory-policy`) while SQL still knows
+//! the sale and its orders; the service then answers 503 `sale_lost` for
+//! it, never 404, so its units are not sold twice.
+//!
+//! What wakes the watch: every [`LOOK_EVERY`], one `GET` per master of its
+//! mark (`news.rs`). A mark missing means that master lost its data (a
+//! mark changed: another watch found it missing), and every live sale in
+//! SQL is compared with Redis; so it is at start and every `FULL_LOOK` (a
+//! key evicted alone leaves the mark). A sale found lost is looked at again
+//! at the next look before it is reported (a sale being replaced is
+//! briefly in Redis under a generation SQL has not recorded yet); then it
+//! is reported once, as an ERROR naming it and the command that restores
+//! it, and counted in the gauge `seckill_sales_lost_in_redis` until it is
+//! back. With `restore`, a sale Redis holds nothing of is rebuilt from SQL
+//! ([`repair_from_sql`]).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redis::AsyncCommands;
+use seckill_engine::Engine;
+
+use crate::audit::repair_from_sql;
+use crate::error::Result;
+use crate::news::Topology;
+use crate::store::Store;
+
+/// How often the masters' marks are asked for.
+pub const LOOK_EVERY: Duration = Duration::from_secs(2);
+
+/// Every live sale is compared with Redis at least this often.
+const FULL_LOOK: Duration = Duration::from_secs(300);
+
+/// Watches for sales Redis lost until `shutdown` resolves, restoring them
+/// from SQL if `restore`.
+///
+/// ```no_run
+/// # async fn run(engine: seckill_engine::Engine, store: seckill_orders::Store) {
+/// seckill_orders::watch_lost_forever(engine, store, false, async {
+///     tokio::signal::ctrl_c().await.ok();
+/// })
+/// .await;
+/// # }
+/// ```
+pub async fn watch_lost_forever(
+    engine: Engine,
+    store: Store,
+    restore: bool,
+    shutdown: impl Future<Output = ()>,
+) {
+    let mut watch = Watch {
+        restore,
+        ..Watch::default()
+    };
+    tokio::pin!(shutdown);
+    loop {
+        match watch.look(&engine, &store).await {
+            Ok(()) => watch.failing = false,
+            // Once per outage: Redis or SQL being away is reported by the
+            // tasks that need them.
+            Err(e) if !std::mem::replace(&mut watch.failing, true) => {
+                tracing::warn!(error = %e, "looking for sales Redis lost failed; retrying");
+                watch.topology = None;
+            }
+            Err(_) => watch.topology = None,
+        }
+        tokio::select! {
+            () = &mut shutdown => return,
+            () = tokio::time::sleep(LOOK_EVERY) => {}
+        }
+    }
+}
+
+/// What the watch remembers between looks.
+#[derive(Default)]
+struct Watch {
+    restore: bool,
+    failing: bool,
+    topology: Option<Arc<Topology>>,
+    /// Each master's mark as last seen, by key.
+    marks: HashMap<String, String>,
+    next_full: Option<Instant>,
+    /// Sales seen lost once (id -> SQL's generation), looked at again.
+    suspects: HashMap<String, i64>,
+    /// Sales reported lost.
+    lost: HashMap<String, i64>,
+}
+
+impl Watch {
+    async fn look(&mut self, engine: &Engine, store: &Store) -> Result<()> {
+        let now = Instant::now();
+        let marks_changed = self.marks_changed(engine).await?;
+        let full = marks_changed || self.next_full.is_none_or(|at| at <= now);
+        if !full && self.suspects.is_empty() && self.lost.is_empty() {
+            return Ok(());
+        }
+        if full {
+            self.next_full = Some(now + FULL_LOOK);
+        }
+        let live: Vec<(String, i64)> = store
+            .live_sales()
+            .await?
+            .into_iter()
+            .filter(|(id, _)| full || self.suspects.contains_key(id) || self.lost.contains_key(id))
+            .collect();
+        let ids: Vec<String> = live.iter().map(|(id, _)| id.clone()).collect();
+        let held = engine.generations(&ids).await?;
+        let (mut suspects, mut lost) = (HashMap::new(), HashMap::new());
+        for ((id, generation), held) in live.into_iter().zip(held) {
+            if held == Some(generation as u64) {
+                if self.lost.contains_key(&id) {
+                    tracing::info!(sale = id, generation, "a sale Redis lost is back");
+                }
+                continue;
+            }
+            let seen = self.lost.get(&id).or(self.suspects.get(&id)) == Some(&generation);
+            if !seen {
+                suspects.insert(id, generation);
+                continue;
+            }
+            if !self.lost.contains_key(&id) {
+                tracing::error!(
+                    sale = id,
+                    generation,
+                    held_in_redis = ?held,
+                    "Redis lost a live sale (SQL holds it): purchases, reads and settlements \
+                     answer 503 sale_lost until it is restored with `seckill audit --sale {id} \
+                     --repair-from-sql`"
+                );
+            }
+            if self.restore && held.is_none() {
+                match self.restore(engine, store, &id).await {
+                    Ok(()) => continue,
+                    Err(e) => tracing::error!(sale = id, error = %e, "restoring from SQL failed"),
+                }
+            }
+            lost.insert(id, generation);
+        }
+        self.suspects = suspects;
+        self.lost = lost;
+        metrics::gauge!("seckill_sales_lost_in_redis").set(self.lost.len() as f64);
+        Ok(())
+    }
+
+    async fn restore(&self, engine: &Engine, store: &Store, id: &str) -> Result<()> {
+        repair_from_sql(engine, store, id).await?;
+        tracing::warn!(sale = id, "restored a sale Redis lost from SQL");
+        Ok(())
+    }
+
+    /// Asks each master for its mark, setting one where there is none;
+    /// whether any was missing or not as last seen (the first look too).
+    async fn marks_changed(&mut self, engine: &Engine) -> Result<bool> {
+        let topology = match &self.topology {
+            Some(t) => t.clone(),
+            None => {
+                let t = Arc::new(Topology::read(engine.target()).await?);
+                if t.complete() {
+                    self.topology = Some(t.clone());
+                }
+                t
+            }
+        };
+        let mut conn = engine.connection();
+        let mut changed = false;
+        for i in 0..topology.len() {
+            let key = &topology.keys(i).mark;
+            let mark: Option<String> = conn.get(key).await?;
+            let mark = match mark {
+                Some(mark) => mark,
+                None => {
+                    let token = format!("{:016x}", rand::random::<u64>());
+                    // NX: another watch may have set one meanwhile.
+                    let _: Option<String> = redis::cmd("SET")
+                        .arg(key)
+                        .arg(&token)
+                        .arg("NX")
+                        .query_async(&mut conn)
+                        .await?;
+                    conn.get::<_, Option<String>>(key).await?.unwrap_or(token)
+                }
+            };
+            changed |= self.marks.insert(key.clone(), mark.clone()) != Some(mark);
+        }
+        Ok(changed)
+    }
+}
