@@ -126,8 +126,18 @@ def row(d, f):
             "503 (`unavailable`, then `sale_lost`), never 404, until the watch restores the sale from SQL; then units sold in Redis = units of live orders in SQL, 0 oversold, no buyer over its limit; an order from before the loss is paid, every other expires on time",
             f"first `sale_lost` answer {n(f['first_sale_lost_answer_ms'])} ms after the kill, restored after {n(f['restored_after_ms'])} ms; "
             f"{n(f['acknowledged'])} acknowledged, {n(f['orders_in_sql'])} in SQL: **{f['acknowledged_lost_with_redis']}** acknowledged orders lost with Redis "
-            f"(not yet persisted at the kill: the persister's lag); oversold {f['oversold']}",
+            f"(not yet persisted at the kill: the persister's lag); 0 oversold",
             "`crates/service/tests/lost.rs` `drill_19_…`",
+        )
+    if d == "20":
+        return (
+            "20", "a cluster master restarted empty mid-sale",
+            "3 masters + 3 replicas; buyers on a sale of one master and a sale of another; the first master SIGKILLed 1.5 s in and restarted at once with nothing on disk (back within the node timeout: it keeps its slots, empty, and its replica syncs from it)",
+            "as 19 for the lost sale; the other master's sale never answers `sale_lost` and loses nothing",
+            f"first `sale_lost` answer {n(f['first_sale_lost_answer_ms'])} ms after the kill, restored after {n(f['restored_after_ms'])} ms; "
+            f"{n(f['acknowledged'])} acknowledged, {n(f['orders_in_sql'])} in SQL: **{f['acknowledged_lost_with_redis']}** acknowledged orders lost with the master; "
+            f"other sale: {n(f['other_sale_acknowledged'])} acknowledged, all in SQL; 0 oversold",
+            "`crates/service/tests/lost.rs` `drill_20_…`",
         )
     raise SystemExit(f"unknown drill {d}")
 
@@ -139,7 +149,7 @@ def main():
         if m:
             record = json.loads(m.group(1))
             figures[record["drill"]] = record["figures"]
-    order = ["11 default", "11 replica", "12", "13", "14", "15", "16", "17", "18", "19"]
+    order = ["11 default", "11 replica", "12", "13", "14", "15", "16", "17", "18", "19", "20"]
     missing = [d for d in order if d not in figures]
     if missing:
         raise SystemExit(f"no figures for drills {missing}")

@@ -27,8 +27,22 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     seckill_engine::check_id("sale id", &args.sale)?;
     let (engine, store) = args.stores.open().await?;
     if args.repair_from_sql {
-        repair_from_sql(&engine, &store, &args.sale).await?;
-        eprintln!("rebuilt sale {} in Redis from SQL", args.sale);
+        let restored = repair_from_sql(&engine, &store, &args.sale).await?;
+        eprintln!(
+            "rebuilt sale {} in Redis from SQL: {} orders",
+            args.sale, restored.orders
+        );
+        if let Some(ms) = restored.newest_order_ms {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64);
+            eprintln!(
+                "the newest order in SQL was bought {:.1} s ago ({ms} ms since the epoch): \
+                 orders acknowledged after it and before Redis lost the sale never reached SQL \
+                 and could not be rebuilt",
+                (now - ms) as f64 / 1000.0
+            );
+        }
     }
     let report = audit(&engine, &store, &args.sale).await?;
     if args.json {

@@ -56,6 +56,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         engine.clone(),
         store.clone(),
         args.restore_lost_sales,
+        Default::default(),
         crate::signals::shutdown(),
     ))];
     if !args.no_sweeper {

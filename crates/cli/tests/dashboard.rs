@@ -421,6 +421,22 @@ async fn the_dashboard_follows_a_sale_in_a_real_browser() {
         buyer.await.unwrap();
     }
     sampler.abort();
+
+    // Redis loses its data: the sales SQL holds as live are shown as lost.
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let () = redis::cmd("FLUSHALL").query_async(&mut conn).await.unwrap();
+    browser
+        .wait_for(
+            "!document.querySelector('#lost').hidden",
+            Duration::from_secs(15),
+        )
+        .await;
+    let lost = browser.text("#lost").await;
+    assert!(
+        lost.contains("dash") && lost.contains("--repair-from-sql"),
+        "{lost}"
+    );
     // SAFETY: a signal to our own child; the open stream must not hold
     // the stop up.
     unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) };

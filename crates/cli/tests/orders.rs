@@ -377,6 +377,11 @@ async fn a_sale_redis_lost_is_rebuilt_from_sql_by_audit_or_by_persist() {
         "--repair-from-sql",
     ]);
     common::assert_success(&repaired);
+    let said = String::from_utf8_lossy(&repaired.stderr);
+    assert!(
+        said.contains("2 orders") && said.contains("could not be rebuilt"),
+        "{said}"
+    );
     assert_eq!(sold().await.unwrap(), 2);
 
     flush().await;

@@ -371,9 +371,20 @@ async fn audit_archived(store: &Store, sale: &StoredSale) -> Result<Report> {
     })
 }
 
+/// What [`repair_from_sql`] rebuilt, and the gap it can see.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Restored {
+    /// Orders SQL held, all written back.
+    pub orders: usize,
+    /// When the newest of them was bought (ms since the Unix epoch): an
+    /// order acknowledged after it, before Redis lost the sale, never
+    /// reached SQL and could not be rebuilt.
+    pub newest_order_ms: Option<i64>,
+}
+
 /// Rebuilds sale `id` in Redis from SQL. Refuses while the stream holds
 /// events SQL has not received: rebuilding then would drop them.
-pub async fn repair_from_sql(engine: &Engine, store: &Store, id: &str) -> Result<()> {
+pub async fn repair_from_sql(engine: &Engine, store: &Store, id: &str) -> Result<Restored> {
     let mut conn = engine.connection();
     let (backlog, _) = backlog(&mut conn, id).await?;
     if backlog > 0 {
@@ -400,9 +411,9 @@ pub async fn repair_from_sql(engine: &Engine, store: &Store, id: &str) -> Result
         )
         .payment_timeout_secs(sale.payment_timeout_secs as u64);
     spec.per_user_limit = sale.per_user_limit.map(|l| l as u32);
-    let orders: Vec<RestoredOrder> = store
-        .orders(id, sale.generation)
-        .await?
+    let rows = store.orders(id, sale.generation).await?;
+    let newest_order_ms = rows.iter().map(|o| o.created_ms).max();
+    let orders: Vec<RestoredOrder> = rows
         .into_iter()
         .filter_map(|row| {
             Some(RestoredOrder {
@@ -421,7 +432,10 @@ pub async fn repair_from_sql(engine: &Engine, store: &Store, id: &str) -> Result
     engine
         .restore_sale(&spec, sale.generation as u64, &orders)
         .await?;
-    Ok(())
+    Ok(Restored {
+        orders: orders.len(),
+        newest_order_ms,
+    })
 }
 
 fn live_units(orders: impl Iterator<Item = (OrderState, u32)>) -> u64 {

@@ -67,11 +67,11 @@ mod takeover;
 mod work;
 
 pub use archive::{Archived, archive, archive_due, archive_forever};
-pub use audit::{Finding, Report, audit, repair_from_sql};
+pub use audit::{Finding, Report, Restored, audit, repair_from_sql};
 pub use backlog::{Backlog, backlog, unpersisted, wait_drained};
 pub use config::{GROUP, PLAIN_COMMANDS, PersisterConfig};
 pub use error::{Error, Result};
-pub use lost::{LOOK_EVERY, watch_lost_forever};
+pub use lost::{LOOK_EVERY, LostSales, watch_lost_forever};
 pub use persister::Persister;
 pub use store::{Store, StoredOrder, StoredSale};
 pub use sweeper::{FULL_SWEEP, SWEEP_EVERY, sweep, sweep_forever};

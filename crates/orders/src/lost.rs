@@ -17,8 +17,8 @@
 //! back. With `restore`, a sale Redis holds nothing of is rebuilt from SQL
 //! ([`repair_from_sql`]).
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
@@ -35,12 +35,30 @@ pub const LOOK_EVERY: Duration = Duration::from_secs(2);
 /// Every live sale is compared with Redis at least this often.
 const FULL_LOOK: Duration = Duration::from_secs(300);
 
-/// Watches for sales Redis lost until `shutdown` resolves, restoring them
-/// from SQL if `restore`.
+/// The sales a watch has found lost, as it last saw them; cheap to clone,
+/// for whoever shows them (the dashboard).
+#[derive(Clone, Debug, Default)]
+pub struct LostSales(Arc<Mutex<BTreeSet<String>>>);
+
+impl LostSales {
+    /// The ids of the sales lost now, in order.
+    pub fn ids(&self) -> Vec<String> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .cloned()
+            .collect()
+    }
+}
+
+/// Watches for sales Redis lost until `shutdown` resolves, keeping `lost`
+/// up to date and restoring them from SQL if `restore`.
 ///
 /// ```no_run
 /// # async fn run(engine: seckill_engine::Engine, store: seckill_orders::Store) {
-/// seckill_orders::watch_lost_forever(engine, store, false, async {
+/// let lost = seckill_orders::LostSales::default();
+/// seckill_orders::watch_lost_forever(engine, store, false, lost.clone(), async {
 ///     tokio::signal::ctrl_c().await.ok();
 /// })
 /// .await;
@@ -50,10 +68,12 @@ pub async fn watch_lost_forever(
     engine: Engine,
     store: Store,
     restore: bool,
+    lost: LostSales,
     shutdown: impl Future<Output = ()>,
 ) {
     let mut watch = Watch {
         restore,
+        shown: lost,
         ..Watch::default()
     };
     tokio::pin!(shutdown);
@@ -79,6 +99,7 @@ pub async fn watch_lost_forever(
 #[derive(Default)]
 struct Watch {
     restore: bool,
+    shown: LostSales,
     failing: bool,
     topology: Option<Arc<Topology>>,
     /// Each master's mark as last seen, by key.
@@ -142,13 +163,21 @@ impl Watch {
         }
         self.suspects = suspects;
         self.lost = lost;
+        *self.shown.0.lock().unwrap_or_else(|e| e.into_inner()) =
+            self.lost.keys().cloned().collect();
         metrics::gauge!("seckill_sales_lost_in_redis").set(self.lost.len() as f64);
         Ok(())
     }
 
     async fn restore(&self, engine: &Engine, store: &Store, id: &str) -> Result<()> {
-        repair_from_sql(engine, store, id).await?;
-        tracing::warn!(sale = id, "restored a sale Redis lost from SQL");
+        let restored = repair_from_sql(engine, store, id).await?;
+        tracing::warn!(
+            sale = id,
+            orders = restored.orders,
+            newest_order_ms = ?restored.newest_order_ms,
+            "restored a sale Redis lost from SQL; orders acknowledged after the newest in SQL \
+             and before the loss could not be rebuilt"
+        );
         Ok(())
     }
 

@@ -58,8 +58,8 @@ pub struct Config {
     /// With `background`: how long after its end a sale is archived (once
     /// every order is settled and persisted).
     pub archive_after: Duration,
-    /// With `background`: rebuild from SQL, without an admin, each sale
-    /// Redis lost (else it answers 503 `sale_lost` until restored).
+    /// Rebuild from SQL, without an admin, each sale Redis lost (else it
+    /// answers 503 `sale_lost` until restored).
     pub restore_lost_sales: bool,
     /// When a purchase is acknowledged: by the master (the default), or
     /// once a replica has it too.
@@ -166,6 +166,14 @@ pub async fn start(config: Config) -> Result<Running, crate::Error> {
         state.clone(),
         until_stopped(),
     )));
+    // Even without the background work: its answer feeds the dashboard.
+    tasks.push(tokio::spawn(watch_lost_forever(
+        engine.clone(),
+        state.store.clone(),
+        config.restore_lost_sales,
+        state.lost.clone(),
+        until_stopped(),
+    )));
     if config.background {
         let persister =
             Persister::with_target(&config.redis, store, PersisterConfig::default()).await?;
@@ -173,12 +181,6 @@ pub async fn start(config: Config) -> Result<Running, crate::Error> {
         tasks.push(tokio::spawn(sweep_forever(
             engine.clone(),
             seckill_orders::SWEEP_EVERY,
-            until_stopped(),
-        )));
-        tasks.push(tokio::spawn(watch_lost_forever(
-            engine.clone(),
-            state.store.clone(),
-            config.restore_lost_sales,
             until_stopped(),
         )));
         tasks.push(tokio::spawn(archive_forever(

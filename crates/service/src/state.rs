@@ -41,6 +41,8 @@ pub struct AppState {
     pub body_deadline: Duration,
     /// This instance's purchases per sale and second, for the dashboard.
     pub activity: Activity,
+    /// Sales Redis lost while SQL holds them live, for the dashboard.
+    pub lost: seckill_orders::LostSales,
     /// Turns true when the service stops: long-lived answers (the
     /// dashboard's stream) end then.
     pub stopped: tokio::sync::watch::Receiver<bool>,
@@ -70,6 +72,7 @@ impl AppState {
             ip_limiter,
             body_deadline,
             activity: Activity::default(),
+            lost: Default::default(),
             stopped,
             purchasers: RwLock::default(),
             sold_out: RwLock::default(),

@@ -210,40 +210,28 @@ async fn a_lost_sale_is_answered_as_lost_until_restored() {
     rig.running.stop().await;
 }
 
-/// Drill 19: redis-server restarted empty (no AOF, no snapshot) mid-sale
-/// under HTTP load, `--restore-lost-sales` on. While lost the sale answers
-/// 503, never 404; restored from SQL within seconds, it sells on: no unit
-/// sold twice among the orders SQL holds, every one of them honoured
-/// (payable, or expiring on time). The acknowledged orders that were not
-/// yet in SQL are lost with Redis: counted here.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn drill_19_redis_restarted_empty_mid_sale() {
-    let mut rig = rig(true).await;
-    let stock = 100_000;
-    let created = rig
-        .admin
-        .post(
-            "/v1/sales",
-            &json!({ "id": "e", "name": "x", "stock": stock, "per_user_limit": 1, "payment_timeout_secs": 10 }),
-        )
-        .await
-        .unwrap();
-    assert_eq!(created.0, StatusCode::CREATED, "{}", created.1);
-    let buyers = Buyers::start(&rig.http, "e");
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
-    rig.redis.kill();
-    let lost_at = Instant::now();
-    let lost_ms = std::time::SystemTime::now()
+/// Milliseconds since the Unix epoch.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
-        .as_millis() as i64;
-    rig.redis.restart().unwrap();
-    // Until restored, the sale answers 503 (Redis away, then sale_lost).
+        .as_millis() as i64
+}
+
+/// Asks for sale `sale` until it answers 200: until then only 503s
+/// (`unavailable` while Redis is away, `sale_lost` once it answers without
+/// the sale), never 404. Answers when the first `sale_lost` came and when
+/// it was back, since `lost_at`.
+async fn until_restored(
+    admin: &Http,
+    sale: &str,
+    lost_at: Instant,
+) -> (Option<Duration>, Duration) {
     let mut first_lost = None;
-    let restored_after = loop {
-        let answer = rig.admin.get("/v1/sales/e").await.unwrap();
+    loop {
+        let answer = admin.get(&format!("/v1/sales/{sale}")).await.unwrap();
         match code(&answer) {
-            (StatusCode::OK, _) => break lost_at.elapsed(),
+            (StatusCode::OK, _) => return (first_lost, lost_at.elapsed()),
             LOST => {
                 first_lost.get_or_insert(lost_at.elapsed());
             }
@@ -255,20 +243,33 @@ async fn drill_19_redis_restarted_empty_mid_sale() {
             "never restored"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    tokio::time::sleep(Duration::from_millis(1_000)).await;
-    let seen = buyers.finish().await;
-    let engine = Engine::connect(&rig.redis.url()).await.unwrap();
-    let store = Store::open(&rig.db).await.unwrap();
-    // Units sold in Redis against the orders SQL holds live, read between
-    // two equal readings of Redis, so that no expiry fell in between.
+    }
+}
+
+/// What a restored sale must show once its buyers stopped: units sold in
+/// Redis = units of the live orders SQL holds (read between two equal
+/// readings of Redis, so that no expiry fell in between), sold ≤ stock,
+/// no buyer over its limit of 1; an order bought before the loss (at
+/// `lost_ms`) is paid, and every other expires. Answers the acknowledged
+/// orders Redis took with it (not in SQL) and the orders in SQL.
+async fn honoured(
+    admin: &Http,
+    engine: &Engine,
+    store: &Store,
+    sale_id: &str,
+    seen: &common::Bought,
+    lost_ms: i64,
+) -> (usize, usize) {
     let (sale, rows) = loop {
-        let before = engine.sale("e").await.unwrap();
-        seckill_orders::wait_drained(&mut engine.connection(), "e", Duration::from_secs(20))
+        let before = engine.sale(sale_id).await.unwrap();
+        seckill_orders::wait_drained(&mut engine.connection(), sale_id, Duration::from_secs(20))
             .await
             .unwrap();
-        let rows = store.orders("e", before.generation as i64).await.unwrap();
-        if engine.sale("e").await.unwrap().sold == before.sold {
+        let rows = store
+            .orders(sale_id, before.generation as i64)
+            .await
+            .unwrap();
+        if engine.sale(sale_id).await.unwrap().sold == before.sold {
             break (before, rows);
         }
     };
@@ -294,38 +295,61 @@ async fn drill_19_redis_restarted_empty_mid_sale() {
     let before = users.len();
     users.dedup();
     assert_eq!(users.len(), before, "a buyer over the limit of 1");
-    // Honoured: an order bought before the loss can be paid; the others
-    // expire on time.
     let first = &rows
         .iter()
         .filter(|o| o.created_ms < lost_ms && o.state == "pending_payment")
         .max_by_key(|o| o.created_ms)
         .expect("no order from before the loss left to pay")
         .order_id;
-    let paid = rig
-        .admin
+    let paid = admin
         .post(&format!("/v1/orders/{first}/pay"), &json!({}))
         .await
         .unwrap();
     assert_eq!(paid.0, StatusCode::OK, "{}", paid.1);
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let states = store.orders("e", sale.generation as i64).await.unwrap();
+        let states = store.orders(sale_id, sale.generation as i64).await.unwrap();
         let pending = states
             .iter()
             .filter(|o| o.state == "pending_payment")
             .count();
         if pending == 0 {
-            assert_eq!(
-                states.iter().filter(|o| o.state == "paid").count(),
-                1,
-                "the paid order"
-            );
+            let paid = states.iter().filter(|o| o.state == "paid").count();
+            assert_eq!(paid, 1, "the paid order");
             break;
         }
         assert!(Instant::now() < deadline, "{pending} orders never expired");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    (acknowledged_lost, rows.len())
+}
+
+fn drill_sale(id: &str) -> Value {
+    json!({ "id": id, "name": "x", "stock": 1_000_000, "per_user_limit": 1, "payment_timeout_secs": 10 })
+}
+
+/// Drill 19: redis-server restarted empty (no AOF, no snapshot) mid-sale
+/// under HTTP load, `--restore-lost-sales` on. While lost the sale answers
+/// 503, never 404; restored from SQL within seconds, it sells on (see
+/// [`honoured`]). The acknowledged orders that were not yet in SQL are
+/// lost with Redis: counted here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drill_19_redis_restarted_empty_mid_sale() {
+    let mut rig = rig(true).await;
+    let created = rig.admin.post("/v1/sales", &drill_sale("e")).await.unwrap();
+    assert_eq!(created.0, StatusCode::CREATED, "{}", created.1);
+    let buyers = Buyers::start(&rig.http, "e");
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    rig.redis.kill();
+    let (lost_at, lost_ms) = (Instant::now(), now_ms());
+    rig.redis.restart().unwrap();
+    let (first_lost, restored_after) = until_restored(&rig.admin, "e", lost_at).await;
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    let seen = buyers.finish().await;
+    let engine = Engine::connect(&rig.redis.url()).await.unwrap();
+    let store = Store::open(&rig.db).await.unwrap();
+    let (acknowledged_lost, in_sql) =
+        honoured(&rig.admin, &engine, &store, "e", &seen, lost_ms).await;
     println!(
         "drill-figures {}",
         json!({
@@ -333,12 +357,103 @@ async fn drill_19_redis_restarted_empty_mid_sale() {
             "figures": {
                 "acknowledged": seen.acknowledged.len(),
                 "acknowledged_lost_with_redis": acknowledged_lost,
-                "orders_in_sql": rows.len(),
+                "orders_in_sql": in_sql,
                 "first_sale_lost_answer_ms": first_lost.map(|d| d.as_millis() as u64),
                 "restored_after_ms": restored_after.as_millis() as u64,
-                "oversold": sale.sold.saturating_sub(sale.stock),
             }
         })
     );
     rig.running.stop().await;
+}
+
+/// Drill 20: on a cluster of 3 masters with a replica each, the master of
+/// one sale SIGKILLed mid-sale and restarted at once with nothing on disk:
+/// back within the node timeout (2 s), it keeps its slots, empty, and its
+/// replica syncs the emptiness from it. That sale is restored as in drill
+/// 19; a sale on another master sells on, never answered `sale_lost`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drill_20_a_cluster_master_restarted_empty() {
+    let mut cluster = seckill_testkit::RedisCluster::start(3, 1).unwrap();
+    let target = seckill_redis::Target::cluster(&cluster.addresses().join(",")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("o.db").to_string_lossy().into_owned();
+    let running = seckill_service::start(seckill_service::Config {
+        restore_lost_sales: true,
+        ..common::config(target.clone(), &db, TOKEN)
+    })
+    .await
+    .unwrap();
+    let base = format!("http://{}", running.addr);
+    let (http, admin) = (Http::new(&base, None), Http::new(&base, Some(TOKEN.into())));
+    let ids = cluster
+        .one_id_per_master((0..1000).map(|i| format!("c{i}")), |id| {
+            format!("{{sale:{id}}}")
+        })
+        .unwrap();
+    let (lost_sale, other_sale) = (ids[0].clone(), ids[1].clone());
+    for id in [&lost_sale, &other_sale] {
+        let created = admin.post("/v1/sales", &drill_sale(id)).await.unwrap();
+        assert_eq!(created.0, StatusCode::CREATED, "{}", created.1);
+    }
+    let master = cluster
+        .master_of(cluster.slot_of(&format!("{{sale:{lost_sale}}}")).unwrap())
+        .unwrap();
+    let engine = Engine::connect_target(&target).await.unwrap();
+    let (buyers, others) = (
+        Buyers::start(&http, &lost_sale),
+        Buyers::start(&http, &other_sale),
+    );
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    cluster.node(master).kill();
+    let (lost_at, lost_ms) = (Instant::now(), now_ms());
+    cluster.node(master).restart().unwrap();
+    let (first_lost, restored_after) = until_restored(&admin, &lost_sale, lost_at).await;
+    assert_eq!(
+        cluster
+            .master_of(cluster.slot_of(&format!("{{sale:{lost_sale}}}")).unwrap())
+            .unwrap(),
+        master,
+        "the replica took over: nothing was lost, the drill did not happen"
+    );
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    let (seen, other) = (buyers.finish().await, others.finish().await);
+    let store = Store::open(&db).await.unwrap();
+    let (acknowledged_lost, in_sql) =
+        honoured(&admin, &engine, &store, &lost_sale, &seen, lost_ms).await;
+    seckill_orders::wait_drained(
+        &mut engine.connection(),
+        &other_sale,
+        Duration::from_secs(20),
+    )
+    .await
+    .unwrap();
+    let generation = engine.sale(&other_sale).await.unwrap().generation as i64;
+    let other_in_sql: std::collections::HashSet<String> = store
+        .orders(&other_sale, generation)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| o.order_id)
+        .collect();
+    let other_missing = other
+        .acknowledged
+        .iter()
+        .filter(|(o, _)| !other_in_sql.contains(o))
+        .count();
+    assert_eq!(other_missing, 0, "the other master's sale lost orders");
+    println!(
+        "drill-figures {}",
+        json!({
+            "drill": "20",
+            "figures": {
+                "acknowledged": seen.acknowledged.len(),
+                "acknowledged_lost_with_redis": acknowledged_lost,
+                "orders_in_sql": in_sql,
+                "first_sale_lost_answer_ms": first_lost.map(|d| d.as_millis() as u64),
+                "restored_after_ms": restored_after.as_millis() as u64,
+                "other_sale_acknowledged": other.acknowledged.len(),
+            }
+        })
+    );
+    running.stop().await;
 }

@@ -108,6 +108,13 @@ function render(frame) {
   $("#error").textContent = "";
   $("#status").textContent = `live · ${frame.sales.length} sale(s) · updated ${new Date(frame.at_ms).toLocaleTimeString()}` +
     (frame.more_sales ? ` · ${frame.more_sales} more not shown` : "");
+  // A sale Redis lost is not among the sales Redis lists: said apart.
+  const lost = $("#lost");
+  lost.hidden = !frame.lost_sales.length;
+  lost.textContent = frame.lost_sales.length
+    ? `Redis lost ${frame.lost_sales.length} live sale(s): ${frame.lost_sales.join(", ")}. ` +
+      "They answer 503 sale_lost until restored from SQL: seckill audit --sale ID --repair-from-sql"
+    : "";
   const main = $("#sales");
   const seen = new Set();
   for (const sale of frame.sales) {
@@ -128,6 +135,7 @@ function render(frame) {
 function refuse(message) {
   $("#error").textContent = message;
   $("#status").textContent = "";
+  $("#lost").hidden = true;
   $("#sales").innerHTML = "";
 }
 

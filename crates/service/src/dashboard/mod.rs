@@ -39,6 +39,9 @@ pub struct Frame {
     sales: Vec<SaleFrame>,
     /// Sales left out past [`MAX_SALES`].
     more_sales: usize,
+    /// Sales SQL holds as live that Redis lost (answering 503 `sale_lost`
+    /// until restored), as the watch for them last saw.
+    lost_sales: Vec<String>,
 }
 
 /// One sale in a [`Frame`].
@@ -143,6 +146,7 @@ pub async fn frame(state: &AppState) -> Frame {
         sql: sql.is_ok(),
         sales,
         more_sales,
+        lost_sales: state.lost.ids(),
     }
 }
 
@@ -210,6 +214,7 @@ mod tests {
                 seconds: vec![second],
             }],
             more_sales: 0,
+            lost_sales: vec!["f1".to_owned()],
         };
         crate::openapi::assert_fits("DashboardFrame", &serde_json::to_value(frame).unwrap());
     }
