@@ -403,6 +403,24 @@ pub async fn repair_from_sql(engine: &Engine, store: &Store, id: &str) -> Result
             reason: format!("`{id}` is archived: it answers from SQL and needs no Redis"),
         });
     }
+    // A sharded sale's orders and stock are its shards' (`id~tag`), and SQL
+    // does not keep its layout: rebuilt as one sale it would sell again
+    // what its shards sold.
+    let shard = format!("{id}~");
+    if store
+        .live_sales()
+        .await?
+        .iter()
+        .any(|(other, _)| other.starts_with(&shard))
+    {
+        return Err(Error::Invalid {
+            what: "sale",
+            reason: format!(
+                "`{id}` is sharded, and a sharded sale cannot be rebuilt from SQL yet; create \
+                 it anew with \"replace\": true (its orders stay in SQL)"
+            ),
+        });
+    }
     let mut spec = SaleSpec::new(id, sale.stock as u64)
         .name(&sale.name)
         .window(

@@ -126,6 +126,8 @@ impl Watch {
             .live_sales()
             .await?
             .into_iter()
+            // A shard is lost with its sale, which is what is reported.
+            .filter(|(id, _)| !seckill_engine::is_shard(id))
             .filter(|(id, _)| full || self.suspects.contains_key(id) || self.lost.contains_key(id))
             .collect();
         let ids: Vec<String> = live.iter().map(|(id, _)| id.clone()).collect();

@@ -108,6 +108,9 @@ async fn a_lost_sale_is_answered_as_lost_until_restored() {
         let answer = rig.admin.post("/v1/sales", &sale(id, 10)).await.unwrap();
         assert_eq!(answer.0, StatusCode::CREATED, "{}", answer.1);
     }
+    let sharded = json!({ "id": "h", "name": "x", "stock": 10, "per_user_limit": 1, "shards": 2 });
+    let answer = rig.admin.post("/v1/sales", &sharded).await.unwrap();
+    assert_eq!(answer.0, StatusCode::CREATED, "{}", answer.1);
     let mut orders = Vec::new();
     for user in ["a", "b", "c"] {
         let (status, body) = buy(&rig.http, "f1", user).await;
@@ -149,8 +152,16 @@ async fn a_lost_sale_is_answered_as_lost_until_restored() {
     let again = rig.admin.post("/v1/sales", &sale("f1", 10)).await.unwrap();
     assert_eq!(code(&again), (StatusCode::CONFLICT, "sale_exists"));
     assert!(again.1["message"].as_str().unwrap().contains("replace"));
-    let noticed = wait_gauge(&rig, 2.0).await;
-    eprintln!("the gauge showed both lost sales {noticed:?} after the look began");
+    let noticed = wait_gauge(&rig, 3.0).await;
+    eprintln!("the gauge showed the lost sales {noticed:?} after the look began");
+    // A sharded sale is not rebuilt as one sale (it would sell again what
+    // its shards sold): refused, and still answered as lost.
+    let refused = repair_from_sql(&engine, &store, "h").await;
+    assert!(
+        matches!(&refused, Err(seckill_orders::Error::Invalid { reason, .. }) if reason.contains("sharded")),
+        "{refused:?}"
+    );
+    assert_eq!(code(&buy(&rig.http, "h", "z").await), LOST);
 
     repair_from_sql(&engine, &store, "f1").await.unwrap();
     let restored = rig.admin.get("/v1/sales/f1").await.unwrap();
@@ -196,6 +207,15 @@ async fn a_lost_sale_is_answered_as_lost_until_restored() {
         .unwrap();
     assert_eq!(replaced.0, StatusCode::CREATED, "{}", replaced.1);
     assert_eq!(replaced.1["remaining"].as_u64(), Some(5));
+    let replaced = rig
+        .admin
+        .post(
+            "/v1/sales",
+            &json!({ "id": "h", "name": "x", "stock": 5, "per_user_limit": 1, "replace": true }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(replaced.0, StatusCode::CREATED, "{}", replaced.1);
     wait_gauge(&rig, 0.0).await;
     // `replace` over a sale Redis holds changes nothing: it exists.
     let clash = rig
