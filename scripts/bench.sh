@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates docs/benchmarks.md: runs every benchmark the page shows, in
 # one go, on this machine, and writes the page from their JSON output
-# (scripts/bench_doc.py), then docs/scaling.md (scripts/scaling.sh). About
+# (scripts/bench_doc.py), then docs/scaling.md (scripts/scaling.sh) and the
+# durability-cost table of docs/reliability.md (scripts/durability.sh). About
 # twenty-five minutes. Needs redis-server, curl,
 # python3, openssl; PostgreSQL on 127.0.0.1:5432, MariaDB/MySQL on 127.0.0.1:3306 and
 # valgrind are used when present.
@@ -155,3 +156,6 @@ echo "docs/benchmarks.md regenerated" >&2
 
 step "one sale over many masters: docs/scaling.md"
 MANY_SALES_FROM="$OUT" bash scripts/scaling.sh
+
+step "what Redis durability settings cost a purchase: docs/reliability.md"
+bash scripts/durability.sh

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# What each Redis durability setting costs a purchase: `seckill bench`
+# (strategies atomic and coalesced, 50,000 buyers for 50,000 units, so each
+# attempt writes) against a private redis-server started with no
+# persistence, `appendfsync everysec` and `appendfsync always`, three runs
+# each, the median kept. Figures: purchases/s, p99, Redis time per
+# purchase inside the commands (INFO commandstats) and redis-server CPU
+# per purchase from /proc (which also holds writing the AOF). Writes the
+# table between the durability-cost markers of docs/reliability.md. Needs
+# redis-server; about three minutes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/deps.sh
+. scripts/run.sh
+RUNS=${RUNS:-3}
+
+run() {
+  local name=$1 port pid
+  shift
+  port=$(free_port)
+  mkdir -p "$OUT/$name"
+  redis-server --port "$port" --save '' --dir "$OUT/$name" --logfile "$OUT/redis-$name.log" "$@" &
+  pid=$!
+  PIDS+=($pid)
+  for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  for strategy in atomic coalesced; do
+    for _ in $(seq "$RUNS"); do
+      redis-cli -p "$port" flushall >/dev/null
+      $S bench --redis-url "redis://127.0.0.1:$port/" --strategy "$strategy" \
+        --stock 50000 --buyers 50000 --json |
+        python3 -c "import json,sys; d=json.loads(sys.stdin.readline()); d['setting']='$name'; print(json.dumps(d))"
+    done
+  done
+  kill "$pid"
+  wait "$pid" 2>/dev/null || true
+}
+
+{
+  run none --appendonly no
+  run everysec --appendonly yes --appendfsync everysec
+  run always --appendonly yes --appendfsync always
+} >"$OUT/durability.jsonl"
+python3 scripts/durability_doc.py "$OUT/durability.jsonl" docs/reliability.md
