@@ -123,7 +123,7 @@ def row(d, f):
         return (
             "19", "redis-server restarted empty mid-sale (no AOF, no snapshot)",
             "8 HTTP buyers on one sale with `seckill serve --restore-lost-sales` (persister in-process); redis-server SIGKILLed 1.5 s in and restarted at once with nothing on disk",
-            "503 (`unavailable`, then `sale_lost`), never 404, until the watch restores the sale from SQL; then units sold in Redis = units of live orders in SQL, 0 oversold, no buyer over its limit; an order from before the loss is paid, every other expires on time",
+            "503 (`unavailable`, then `sale_lost`), never 404, and an admin re-creating it refused (409 `sale_exists`), until the watch restores the sale from SQL; then units sold in Redis = units of live orders in SQL, 0 oversold, no buyer over its limit; an order from before the loss is paid, every other expires on time",
             f"first `sale_lost` answer {n(f['first_sale_lost_answer_ms'])} ms after the kill, restored after {n(f['restored_after_ms'])} ms; "
             f"{n(f['acknowledged'])} acknowledged, {n(f['orders_in_sql'])} in SQL: **{f['acknowledged_lost_with_redis']}** acknowledged orders lost with Redis "
             f"(not yet persisted at the kill: the persister's lag); 0 oversold",

@@ -240,8 +240,9 @@ fn now_ms() -> i64 {
 
 /// Asks for sale `sale` until it answers 200: until then only 503s
 /// (`unavailable` while Redis is away, `sale_lost` once it answers without
-/// the sale), never 404. Answers when the first `sale_lost` came and when
-/// it was back, since `lost_at`.
+/// the sale), never 404; at the first `sale_lost` an admin re-creating the
+/// sale is refused. Answers when the first `sale_lost` came and when it was
+/// back, since `lost_at`.
 async fn until_restored(
     admin: &Http,
     sale: &str,
@@ -252,10 +253,17 @@ async fn until_restored(
         let answer = admin.get(&format!("/v1/sales/{sale}")).await.unwrap();
         match code(&answer) {
             (StatusCode::OK, _) => return (first_lost, lost_at.elapsed()),
-            LOST => {
-                first_lost.get_or_insert(lost_at.elapsed());
+            LOST if first_lost.is_none() => {
+                first_lost = Some(lost_at.elapsed());
+                let again = admin.post("/v1/sales", &drill_sale(sale)).await.unwrap();
+                assert_eq!(
+                    code(&again),
+                    (StatusCode::CONFLICT, "sale_exists"),
+                    "{}",
+                    again.1
+                );
             }
-            (StatusCode::SERVICE_UNAVAILABLE, "unavailable") => {}
+            LOST | (StatusCode::SERVICE_UNAVAILABLE, "unavailable") => {}
             other => panic!("a lost sale answered {other:?}: {}", answer.1),
         }
         assert!(
