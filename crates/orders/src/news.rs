@@ -4,8 +4,8 @@
 //! - `seckill:{news:<tag>}`: the news set, sale hash keys whose stream has
 //!   entries no persister has read. The engine's scripts add a sale when
 //!   they append to its stream while the sale is armed (its hash field `n`
-//!   names this set), which `lua/read_news.lua` does on reading a stream to
-//!   its end.
+//!   names this set and its field `q` is absent), which `lua/read_news.lua`
+//!   does on reading a stream to its end; telling disarms it (writes `q`).
 //! - `…:readers`: hash, persister -> when it last read (ms): a persister
 //!   gone quiet for longer than its batches may stay uncommitted has died,
 //!   and its batches are taken over.

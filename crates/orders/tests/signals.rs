@@ -101,14 +101,15 @@ async fn events_not_sales(target: Target, masters: Vec<String>) {
     let deadline = Instant::now() + Duration::from_secs(30);
     for i in 0..SALES {
         loop {
-            let armed: Option<String> = redis::AsyncCommands::hget(
-                &mut engine.connection(),
-                format!("seckill:{{sale:s{i}}}:sale"),
-                "n",
-            )
-            .await
-            .unwrap();
-            if armed.is_some() {
+            // Armed: its news set named (`n`), not disarmed (`q`).
+            let (news, quiet): (Option<String>, Option<String>) = redis::cmd("HMGET")
+                .arg(format!("seckill:{{sale:s{i}}}:sale"))
+                .arg("n")
+                .arg("q")
+                .query_async(&mut engine.connection())
+                .await
+                .unwrap();
+            if news.is_some() && quiet.is_none() {
                 break;
             }
             assert!(Instant::now() < deadline, "sale s{i} was never armed");

@@ -16,7 +16,7 @@
 -- to expire a wave whatever its size (see settle), 1 to move the cursor;
 -- with the due index, 2 more (XRANGE of the next entry, ZADD or ZREM).
 local function expire_sale(sale, most, due_index)
-  local m = redis.call('HMGET', KEYS[1], 'gen', 'payment_timeout', 'swept', 'limit', 'n')
+  local m = redis.call('HMGET', KEYS[1], 'gen', 'payment_timeout', 'swept', 'limit', 'n', 'q')
   if not m[1] then
     if due_index then
       redis.pcall('ZREM', due_index, KEYS[1])
@@ -85,7 +85,7 @@ local function expire_sale(sale, most, due_index)
     end
   end
   if #due > 0 then
-    settle(sale, gen, tonumber(m[4]), due, 'expired', m[5])
+    settle(sale, gen, tonumber(m[4]), due, 'expired', armed(m[5], m[6]))
   end
   redis.call('HSET', KEYS[1], 'swept', last)
   local more = (looked < #entries or #entries == most) and 1 or 0

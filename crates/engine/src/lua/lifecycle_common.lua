@@ -37,8 +37,8 @@ end
 -- Moves pending orders ({ref, user, qty} each) to `state`. Cancelled and
 -- expired orders give their units back to the stock and, where the sale has
 -- a limit, to the buyer's allowance, and say so on the restock channel.
--- `news`: the sale hash's field `n`, which the caller read (see tell,
--- prelude.lua).
+-- `news`: the news set to tell if the sale is armed, else false (see
+-- armed, prelude.lua).
 local function settle(sale, gen, limit, orders, state, news)
   if news then
     tell(news, KEYS[1])

@@ -32,15 +32,23 @@ end
 -- Tells the persisters that sale hash `sale`'s stream has something new.
 -- A persister that has read the stream to its end arms the sale: it writes
 -- the name of its master's news set into the hash's field `n` (a key of
--- this node, by a tag chosen for it: crates/orders/src/news.rs). Whatever
--- then appends to the stream (a purchase, a settlement) and finds `n` set
--- calls this: the sale joins the set, which the persisters read, and is
--- disarmed, so the calls after it until the next read pay nothing but
--- reading `n`. A pcall, because a set left on another node (the sale's
--- slot moved) must not fail a purchase: the persisters' slow full read
--- finds the sale then. Called before anything is written, so a failure
--- here leaves nothing half done.
+-- this node, by a tag chosen for it: crates/orders/src/news.rs) and
+-- deletes the field `q`. Whatever then appends to the stream (a purchase,
+-- a settlement) and finds the sale armed (`q` absent, `n` set) calls this:
+-- the sale joins the set, which the persisters read, and is disarmed (`q`
+-- written), so the calls after it until the next read pay nothing but
+-- reading `q`. A purchase reads nothing: it writes `q` with its other
+-- fields and learns from HSET's count of new fields whether `q` was
+-- absent (see armed). A pcall, because a set left on another node (the
+-- sale's slot moved) must not fail a purchase: the persisters' slow full
+-- read finds the sale then.
 local function tell(news, sale)
   redis.pcall('SADD', news, sale)
-  redis.call('HDEL', sale, 'n')
+  redis.call('HSET', sale, 'q', '1')
+end
+
+-- The news set to tell, from a sale hash's fields `n` and `q` as read
+-- (false when absent): the set if the sale is armed, else false.
+local function armed(n, q)
+  return (not q) and n
 end

@@ -13,17 +13,21 @@
 -- Checks, in purchase_batch.lua's order: generation, request id, window,
 -- limit, stock.
 -- Cost: 3 redis.calls for a purchase (HMGET, XADD, HSET), 4 for a sale
--- with a start or an end (TIME); 1 for a refusal, 2 past the request id
+-- with a start or an end (TIME), 5-6 for the first purchase after a
+-- persister read the sale (HGET, SADD: see tell, prelude.lua); 1 for a refusal, 2 past the request id
 -- check of a sale with a start or an end. Measured in instructions per call
 -- with callgrind, which machine load does not move (`scripts/lua-cost.sh`,
 -- Redis 7.0.15, the engine's whole library loaded, every call a new buyer
 -- and request id):
---   this function, no limit ~57,700; limit 1 ~68,900; a refusal ~33,200
---   (a repeated request id) to ~34,800 (sold out) and ~41,800 (over the
+--   this function, no limit ~58,500; limit 1 ~70,100; a refusal ~33,100
+--   (a repeated request id) to ~36,200 (sold out) and ~41,800 (over the
 --   limit). The floor under it (lua/floor.lua: the same three commands
---   with the same arguments and no logic) costs ~49,800, and its read alone
---   ~34,400: what remains above the floor is ~8,000 for a purchase and
---   next to nothing for a refusal. The layout before this one (8 keys,
+--   with the same arguments and no logic) costs ~50,900, and its read alone
+--   ~35,700: what remains above the floor is ~7,600 for a purchase and
+--   next to nothing for a refusal. Telling the persisters (the field 'q'
+--   in the HSET) added ~1,000 to a purchase and nothing to a refusal;
+--   a bigger library (the persisters' signals) ~1,000 to every call that
+--   allocates, the floor's too. The layout before this one (8 keys,
 --   11-12 calls, commit 1ead010) cost ~192,000; a function that returns 1
 --   with the same arguments ~18,300, the floor of any call.
 -- What the choices are worth, measured the same way while building it:
@@ -57,22 +61,21 @@ end
 local req_field = req ~= '' and 'r:' .. req
 local bought_field = limit > 0 and 'u:' .. user
 -- Only the fields this purchase needs: each costs ~600.
--- 'n': the news set a persister waits on (see tell, prelude.lua).
 local m
 if bought_field then
-  m = redis.call('HMGET', KEYS[1], 'gen', 'left', 'end', 'n', req_field or 'gen', bought_field)
+  m = redis.call('HMGET', KEYS[1], 'gen', 'left', 'end', req_field or 'gen', bought_field)
 elseif req_field then
-  m = redis.call('HMGET', KEYS[1], 'gen', 'left', 'end', 'n', req_field)
+  m = redis.call('HMGET', KEYS[1], 'gen', 'left', 'end', req_field)
 else
-  m = redis.call('HMGET', KEYS[1], 'gen', 'left', 'end', 'n')
+  m = redis.call('HMGET', KEYS[1], 'gen', 'left', 'end')
 end
 if m[1] ~= gen then
   return 'no_sale'
 end
 -- The same order as purchase_batch.lua: a repeated request id gets its
 -- order back even once the sale has ended.
-if req_field and m[5] then
-  return m[5]
+if req_field and m[4] then
+  return m[4]
 end
 if ARGV[6] or m[3] ~= '0' then
   local t = redis.call('TIME')
@@ -84,7 +87,7 @@ if ARGV[6] or m[3] ~= '0' then
     return 'not_started'
   end
 end
-local bought = bought_field and tonumber(m[6] or '0') + qty
+local bought = bought_field and tonumber(m[5] or '0') + qty
 if bought and bought > limit then
   return 'limit'
 end
@@ -95,23 +98,34 @@ end
 -- Redis would write these numbers with '%.17g', far dearer than '%d'.
 left = string.format('%d', left)
 bought = bought and string.format('%d', bought)
-if m[4] then
-  tell(m[4], KEYS[1])
-end
+-- Each write also writes 'q', which disarms the sale (see tell,
+-- prelude.lua): HSET counts the fields it added, and one more than this
+-- purchase adds (a first buyer's count, a request id) means 'q' was absent,
+-- so the sale was armed and the persisters are told. Refusals, most of a
+-- flash sale's calls, pay nothing for it.
+local added = (bought and not m[5]) and 1 or 0
+local entry, now_added
 if not req_field then
-  local entry = redis.call('XADD', KEYS[2], '*', 'b', gen, user, ARGV[3])
+  entry = redis.call('XADD', KEYS[2], '*', 'b', gen, user, ARGV[3])
   if bought then
-    redis.call('HSET', KEYS[1], 'left', left, bought_field, bought)
+    now_added = redis.call('HSET', KEYS[1], 'left', left, bought_field, bought, 'q', '1')
   else
-    redis.call('HSET', KEYS[1], 'left', left)
+    now_added = redis.call('HSET', KEYS[1], 'left', left, 'q', '1')
   end
-  return entry
-end
-local entry = redis.call('XADD', KEYS[2], '*', 'b', gen, user, ARGV[3] .. '|' .. req)
-local ref = entry .. '-0|' .. ARGV[3]
-if bought then
-  redis.call('HSET', KEYS[1], 'left', left, bought_field, bought, req_field, ref)
 else
-  redis.call('HSET', KEYS[1], 'left', left, req_field, ref)
+  entry = redis.call('XADD', KEYS[2], '*', 'b', gen, user, ARGV[3] .. '|' .. req)
+  local ref = entry .. '-0|' .. ARGV[3]
+  added = added + 1
+  if bought then
+    now_added = redis.call('HSET', KEYS[1], 'left', left, bought_field, bought, req_field, ref, 'q', '1')
+  else
+    now_added = redis.call('HSET', KEYS[1], 'left', left, req_field, ref, 'q', '1')
+  end
+end
+if now_added > added then
+  local news = redis.call('HGET', KEYS[1], 'n')
+  if news then
+    redis.pcall('SADD', news, KEYS[1])
+  end
 end
 return entry

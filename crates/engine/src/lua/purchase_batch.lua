@@ -28,8 +28,9 @@
 -- values, inside Lua's limit of ~8,000 for batches of up to 1,000.
 local gen, limit, start = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 -- Arrays grow through counters: Lua's `#` searches for the end.
--- 'n': the news set a persister waits on (see tell, prelude.lua).
-local fields, nf = { 'gen', 'left', 'end', 'n' }, 4
+-- 'n', 'q': the news set a persister waits on, and whether it does (see
+-- tell, prelude.lua).
+local fields, nf = { 'gen', 'left', 'end', 'n', 'q' }, 5
 for i = 4, #ARGV, 3 do
   if limit > 0 then
     nf = nf + 1
@@ -62,7 +63,7 @@ local sold = {}      -- order number -> quantity, of this batch's orders
 local twins = {}     -- answer index -> order number it repeats
 local fresh, nfresh = {}, 0 -- request ids this batch bought with
 local dirty = {}
-local n, k = 0, 5
+local n, k = 0, 6
 for i = 4, #ARGV, 3 do
   local user, req = ARGV[i], ARGV[i + 2]
   -- What this buyer holds and what this request id bought, as read (the
@@ -127,8 +128,9 @@ end
 if n == 0 then
   return answers
 end
-if m[4] then
-  tell(m[4], KEYS[1])
+local news = armed(m[4], m[5])
+if news then
+  tell(news, KEYS[1])
 end
 local entry = redis.call('XADD', KEYS[2], '*', unpack(event))
 answers[1] = entry
