@@ -61,7 +61,7 @@ serves() {
     local web
     web=$(free_port)
     # shellcheck disable=SC2086
-    $S serve --listen 127.0.0.1:$web $REDIS_FLAGS --database-url "$OUT/idle-$i.db" \
+    $S serve --listen 127.0.0.1:$web $REDIS_FLAGS --database-url "$OUT/idle-${RPORTS[0]}.db" \
       --admin-token tok --buyer-auth body >"$OUT/serve-$web.log" 2>&1 &
     PIDS+=($!)
     SPIDS+=($!)

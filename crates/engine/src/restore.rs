@@ -24,8 +24,10 @@ impl Engine {
     /// a Redis that lost its data): the sale, its units left (stock minus
     /// units held by live orders), buyer counts, request ids, settled states,
     /// and the purchase entries of its orders under their original ids, so
-    /// pending orders can still be paid and still expire on time. Replaces
-    /// whatever Redis held for it.
+    /// pending orders can still be paid and still expire on time. Only over
+    /// nothing: `SaleExists` if Redis holds the sale, even if it appeared
+    /// while this ran (made or restored by another process), as its orders
+    /// may not be in the durable copy yet.
     pub async fn restore_sale(
         &self,
         spec: &SaleSpec,
@@ -116,7 +118,25 @@ impl Engine {
             }
             pipe.add_command(xadd).ignore();
         }
-        let () = pipe.query_async(&mut self.conn.clone()).await?;
+        // WATCH takes a connection of its own, to the master of the sale's
+        // keys (one slot): the shared one interleaves other callers.
+        let master = self.target().master_of(&keys.sale).await?;
+        let mut conn = master.client()?.get_multiplexed_async_connection().await?;
+        let exists = || Error::SaleExists(spec.id.clone());
+        let () = redis::cmd("WATCH")
+            .arg(&keys.sale)
+            .query_async(&mut conn)
+            .await?;
+        let held: bool = redis::AsyncCommands::exists(&mut conn, &keys.sale).await?;
+        if held {
+            let () = redis::cmd("UNWATCH").query_async(&mut conn).await?;
+            return Err(exists());
+        }
+        // Nil: the sale appeared between the look and the rebuild.
+        let done: Option<Vec<redis::Value>> = pipe.query_async(&mut conn).await?;
+        if done.is_none() {
+            return Err(exists());
+        }
         // The registry is in another slot on a cluster: not in the MULTI.
         self.register(&spec.id).await?;
         self.sale(&spec.id).await

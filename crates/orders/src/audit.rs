@@ -411,7 +411,7 @@ pub async fn repair_from_sql(engine: &Engine, store: &Store, id: &str) -> Result
         .live_sales()
         .await?
         .iter()
-        .any(|(other, _)| other.starts_with(&shard))
+        .any(|(other, generation)| other.starts_with(&shard) && *generation == sale.generation)
     {
         return Err(Error::Invalid {
             what: "sale",

@@ -107,8 +107,10 @@ struct Watch {
     next_full: Option<Instant>,
     /// Sales seen lost once (id -> SQL's generation), looked at again.
     suspects: HashMap<String, i64>,
-    /// Sales reported lost.
+    /// Sales (and shards) reported lost.
     lost: HashMap<String, i64>,
+    /// Sales and generations a restore was tried for.
+    tried: std::collections::HashSet<(String, i64)>,
 }
 
 impl Watch {
@@ -121,14 +123,28 @@ impl Watch {
         }
         if full {
             self.next_full = Some(now + FULL_LOOK);
+            // Masters may have come or gone since: their marks are read
+            // from the next look on.
+            self.topology = None;
         }
-        let live: Vec<(String, i64)> = store
-            .live_sales()
-            .await?
-            .into_iter()
-            // A shard is lost with its sale, which is what is reported.
+        // Shards too: a shard's master can lose it while the sale's keeps
+        // the sale; it is reported under its sale. Only the shards of the
+        // generation SQL holds live: a sale made again leaves its old
+        // shards' rows behind.
+        let all = store.live_sales().await?;
+        let current: HashMap<&str, i64> = all
+            .iter()
             .filter(|(id, _)| !seckill_engine::is_shard(id))
+            .map(|(id, generation)| (id.as_str(), *generation))
+            .collect();
+        let live: Vec<(String, i64)> = all
+            .iter()
+            .filter(|(id, generation)| {
+                !seckill_engine::is_shard(id)
+                    || current.get(seckill_engine::sale_of(id)) == Some(generation)
+            })
             .filter(|(id, _)| full || self.suspects.contains_key(id) || self.lost.contains_key(id))
+            .cloned()
             .collect();
         let ids: Vec<String> = live.iter().map(|(id, _)| id.clone()).collect();
         let held = engine.generations(&ids).await?;
@@ -145,17 +161,22 @@ impl Watch {
                 suspects.insert(id, generation);
                 continue;
             }
+            let sale = seckill_engine::sale_of(&id);
             if !self.lost.contains_key(&id) {
                 tracing::error!(
-                    sale = id,
+                    sale,
+                    keys = id,
                     generation,
                     held_in_redis = ?held,
                     "Redis lost a live sale (SQL holds it): purchases, reads and settlements \
-                     answer 503 sale_lost until it is restored with `seckill audit --sale {id} \
+                     answer 503 sale_lost until it is restored with `seckill audit --sale {sale} \
                      --repair-from-sql`"
                 );
             }
-            if self.restore && held.is_none() {
+            // Once per sale and generation: a restore refused (a sharded
+            // sale) is refused again.
+            let first_try = self.tried.insert((id.clone(), generation));
+            if self.restore && held.is_none() && !seckill_engine::is_shard(&id) && first_try {
                 match self.restore(engine, store, &id).await {
                     Ok(()) => continue,
                     Err(e) => tracing::error!(sale = id, error = %e, "restoring from SQL failed"),
@@ -165,9 +186,13 @@ impl Watch {
         }
         self.suspects = suspects;
         self.lost = lost;
-        *self.shown.0.lock().unwrap_or_else(|e| e.into_inner()) =
-            self.lost.keys().cloned().collect();
-        metrics::gauge!("seckill_sales_lost_in_redis").set(self.lost.len() as f64);
+        let shown: BTreeSet<String> = self
+            .lost
+            .keys()
+            .map(|id| seckill_engine::sale_of(id).to_owned())
+            .collect();
+        metrics::gauge!("seckill_sales_lost_in_redis").set(shown.len() as f64);
+        *self.shown.0.lock().unwrap_or_else(|e| e.into_inner()) = shown;
         Ok(())
     }
 

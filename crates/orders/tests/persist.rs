@@ -336,6 +336,13 @@ async fn rebuilt_from_sql(rig: &Rig) {
         rig.engine.pay(&orders[0]).await.unwrap(),
         seckill_engine::OrderState::Paid
     );
+    // A second rebuild (another process's, an admin's) over the sale now
+    // back is refused: it would delete `fresh`, which SQL may not have yet.
+    assert!(matches!(
+        rig.engine.restore_sale(&spec, sale.generation, &[]).await,
+        Err(seckill_engine::Error::SaleExists(_))
+    ));
+    assert!(rig.engine.order(&fresh.order_id).await.is_ok());
 }
 
 #[tokio::test]

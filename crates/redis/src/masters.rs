@@ -46,9 +46,9 @@ impl Master {
 
 impl Target {
     /// The masters now: the server itself, or a cluster's masters that
-    /// serve slots, as the first seed node to answer sees them. Every seed
-    /// is asked at once, so a frozen one costs nothing while another
-    /// answers.
+    /// serve slots, as the first seed node to answer sees them. Seeds are
+    /// asked in turn, each but the last given half a second, so a frozen
+    /// one costs that, not a whole response timeout.
     pub async fn masters(&self) -> RedisResult<Vec<Master>> {
         let seeds = match self {
             Self::Server(url) => {
@@ -66,10 +66,19 @@ impl Target {
             }
             Self::Cluster(nodes) => nodes,
         };
-        let asked = seeds.iter().map(|seed| Box::pin(shards(seed)));
-        futures_util::future::select_ok(asked)
-            .await
-            .map(|(masters, _)| masters)
+        let mut last = None;
+        for (i, seed) in seeds.iter().enumerate() {
+            let wait = if i + 1 == seeds.len() {
+                RESPONSE_TIMEOUT
+            } else {
+                SEED_WAIT
+            };
+            match shards(seed, wait).await {
+                Ok(masters) => return Ok(masters),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.expect("a cluster target has at least one seed"))
     }
 
     /// The master that serves `key` now (the one server, or on a cluster
@@ -109,12 +118,17 @@ pub fn key_slot(key: &str) -> u16 {
     crc16::State::<crc16::XMODEM>::calculate(tagged.unwrap_or(bytes)) % 16384
 }
 
-/// `CLUSTER SHARDS` of `seed`: each shard's slots and its master.
-async fn shards(seed: &str) -> RedisResult<Vec<Master>> {
+/// How long a seed node that is not the last may take to say which
+/// masters serve which slots before the next one is asked.
+const SEED_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// `CLUSTER SHARDS` of `seed`, given `wait` to connect and to answer: each
+/// shard's slots and its master.
+async fn shards(seed: &str, wait: std::time::Duration) -> RedisResult<Vec<Master>> {
     let seed = client(seed)?;
     let bounded = redis::AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(RESPONSE_TIMEOUT))
-        .set_response_timeout(Some(RESPONSE_TIMEOUT));
+        .set_connection_timeout(Some(wait))
+        .set_response_timeout(Some(wait));
     let mut conn = seed
         .get_multiplexed_async_connection_with_config(&bounded)
         .await?;

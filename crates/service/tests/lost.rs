@@ -230,6 +230,41 @@ async fn a_lost_sale_is_answered_as_lost_until_restored() {
     rig.running.stop().await;
 }
 
+/// One shard's keys lost while its sale's remain (on a cluster, the
+/// shard's master restarted empty): reported under its sale.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_lost_alone_is_reported_under_its_sale() {
+    let rig = rig(true).await;
+    let sharded = json!({ "id": "h", "name": "x", "stock": 10, "per_user_limit": 1, "shards": 2 });
+    let answer = rig.admin.post("/v1/sales", &sharded).await.unwrap();
+    assert_eq!(answer.0, StatusCode::CREATED, "{}", answer.1);
+    let shard = answer.1["sharding"]["shards"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    wait_gauge(&rig, 0.0).await;
+    let engine = Engine::connect(&rig.redis.url()).await.unwrap();
+    let store = Store::open(&rig.db).await.unwrap();
+    // SQL has heard of the shard (the persister records every sale it reads).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while store.sale(&shard).await.unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the shard never reached SQL");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // What the shard's master losing its data takes: the shard's keys and
+    // the master's mark (one server: the mark of tag 0).
+    let () = redis::cmd("DEL")
+        .arg(format!("seckill:{{sale:{shard}}}:sale"))
+        .arg("seckill:{news:0}:mark")
+        .query_async(&mut engine.connection())
+        .await
+        .unwrap();
+    wait_gauge(&rig, 1.0).await;
+    let text = raw_text(rig.running.addr, "GET", "/metrics", &[], "");
+    assert!(text.contains("seckill_sales_lost_in_redis 1"), "{text}");
+    rig.running.stop().await;
+}
+
 /// Milliseconds since the Unix epoch.
 fn now_ms() -> i64 {
     std::time::SystemTime::now()

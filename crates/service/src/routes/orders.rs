@@ -68,7 +68,7 @@ async fn archived_order(
         return Err(not_found(order_id));
     }
     if sale.archived_ms.is_none() {
-        return Err(ApiError::sale_lost(&sale.id));
+        return Err(ApiError::sale_lost(seckill_engine::sale_of(&sale.id)));
     }
     let state = OrderState::parse(&order.state).ok_or_else(|| not_found(order_id))?;
     Ok(OrderBody {

@@ -324,7 +324,15 @@ pub async fn change_stock(
             ));
         }
     };
-    let sale = state.engine.change_stock(&id, change).await?;
+    let sale = match state.engine.change_stock(&id, change).await {
+        Err(seckill_engine::Error::SaleNotFound(_)) => {
+            return Err(match state.store.sale(&id).await? {
+                Some(stored) if stored.archived_ms.is_none() => ApiError::sale_lost(&id),
+                _ => seckill_engine::Error::SaleNotFound(id.clone()).into(),
+            });
+        }
+        other => other?,
+    };
     state.restocked(&id);
     state.store.upsert_sale(&sale).await?;
     Ok(Json(SaleBody::for_admin(sale)).into_response())
@@ -375,7 +383,13 @@ pub async fn purchase(
     req.validate()?;
     let started = std::time::Instant::now();
     let answer = match state.purchase(&id, &req, caller.ip).await {
-        Err(e) if e.code == "sale_not_found" => archived_purchase(&state, &id, &req).await,
+        // This instance's purchaser may be of a generation Redis no longer
+        // holds (the sale was made again through another instance): once
+        // more with a new one, before asking SQL.
+        Err(e) if e.code == "sale_not_found" => match state.purchase(&id, &req, caller.ip).await {
+            Err(e) if e.code == "sale_not_found" => archived_purchase(&state, &id, &req).await,
+            other => other,
+        },
         other => other,
     }
     .and_then(|outcome| match outcome {
