@@ -14,6 +14,11 @@ mod common;
 
 use common::{Buyers, TOKEN, raw_text};
 
+/// One test at a time: `cargo test` runs a file's tests on threads of one
+/// process, and the gauge of lost sales is the process's, which each
+/// test's service sets.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 struct Rig {
     redis: RedisServer,
     _dir: tempfile::TempDir,
@@ -103,6 +108,7 @@ const LOST: (StatusCode, &str) = (StatusCode::SERVICE_UNAVAILABLE, "sale_lost");
 /// generation over another lost sale.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_sale_is_answered_as_lost_until_restored() {
+    let _turn = ONE_AT_A_TIME.lock().await;
     let rig = rig(false).await;
     for id in ["f1", "f2"] {
         let answer = rig.admin.post("/v1/sales", &sale(id, 10)).await.unwrap();
@@ -234,6 +240,7 @@ async fn a_lost_sale_is_answered_as_lost_until_restored() {
 /// shard's master restarted empty): reported under its sale.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shard_lost_alone_is_reported_under_its_sale() {
+    let _turn = ONE_AT_A_TIME.lock().await;
     let rig = rig(true).await;
     let sharded = json!({ "id": "h", "name": "x", "stock": 10, "per_user_limit": 1, "shards": 2 });
     let answer = rig.admin.post("/v1/sales", &sharded).await.unwrap();
@@ -398,6 +405,7 @@ fn drill_sale(id: &str) -> Value {
 /// lost with Redis: counted here.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drill_19_redis_restarted_empty_mid_sale() {
+    let _turn = ONE_AT_A_TIME.lock().await;
     let mut rig = rig(true).await;
     let created = rig.admin.post("/v1/sales", &drill_sale("e")).await.unwrap();
     assert_eq!(created.0, StatusCode::CREATED, "{}", created.1);
@@ -436,6 +444,7 @@ async fn drill_19_redis_restarted_empty_mid_sale() {
 /// 19; a sale on another master sells on, never answered `sale_lost`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drill_20_a_cluster_master_restarted_empty() {
+    let _turn = ONE_AT_A_TIME.lock().await;
     let mut cluster = seckill_testkit::RedisCluster::start(3, 1).unwrap();
     let target = seckill_redis::Target::cluster(&cluster.addresses().join(",")).unwrap();
     let dir = tempfile::tempdir().unwrap();
