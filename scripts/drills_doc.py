@@ -9,6 +9,8 @@ import json
 import re
 import sys
 
+from doc_section import replace_section
+
 BEGIN = "<!-- cluster-drills:begin (scripts/drills.sh writes this table) -->"
 END = "<!-- cluster-drills:end -->"
 
@@ -164,11 +166,7 @@ def main():
     for d in order:
         lines.append("| " + " | ".join(row(d, figures[d])) + " |")
     lines += ["", END]
-    path = sys.argv[2]
-    page = open(path, encoding="utf-8").read()
-    start, end = page.index(BEGIN), page.index(END) + len(END)
-    page = page[:start] + "\n".join(lines) + page[end:]
-    open(path, "w", encoding="utf-8").write(page)
+    replace_section(sys.argv[2], BEGIN, END, lines)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,8 @@ import json
 import statistics
 import sys
 
+from doc_section import replace_section
+
 BEGIN = "<!-- durability-cost:begin (scripts/durability.sh writes this table) -->"
 END = "<!-- durability-cost:end -->"
 SETTINGS = [
@@ -41,11 +43,7 @@ def main():
                 f"{med('redis_us_per_purchase'):.2f} | {med('redis_cpu_us_per_purchase'):.2f} |"
             )
     lines += ["", END]
-    path = sys.argv[2]
-    page = open(path, encoding="utf-8").read()
-    start, end = page.index(BEGIN), page.index(END) + len(END)
-    page = page[:start] + "\n".join(lines) + page[end:]
-    open(path, "w", encoding="utf-8").write(page)
+    replace_section(sys.argv[2], BEGIN, END, lines)
 
 
 if __name__ == "__main__":

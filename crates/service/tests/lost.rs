@@ -202,26 +202,15 @@ async fn a_lost_sale_is_answered_as_lost_until_restored() {
     assert_eq!(paid.0, StatusCode::OK, "{}", paid.1);
     assert_eq!(buy(&rig.http, "f1", "d").await.0, StatusCode::OK);
 
-    // f2 replaced: a new generation, the old one's order stays in SQL.
-    let replaced = rig
-        .admin
-        .post(
-            "/v1/sales",
-            &json!({ "id": "f2", "name": "x", "stock": 5, "per_user_limit": 1, "replace": true }),
-        )
-        .await
-        .unwrap();
-    assert_eq!(replaced.0, StatusCode::CREATED, "{}", replaced.1);
-    assert_eq!(replaced.1["remaining"].as_u64(), Some(5));
-    let replaced = rig
-        .admin
-        .post(
-            "/v1/sales",
-            &json!({ "id": "h", "name": "x", "stock": 5, "per_user_limit": 1, "replace": true }),
-        )
-        .await
-        .unwrap();
-    assert_eq!(replaced.0, StatusCode::CREATED, "{}", replaced.1);
+    // f2 and h replaced: a new generation each, the old one's orders stay
+    // in SQL.
+    for id in ["f2", "h"] {
+        let body =
+            json!({ "id": id, "name": "x", "stock": 5, "per_user_limit": 1, "replace": true });
+        let replaced = rig.admin.post("/v1/sales", &body).await.unwrap();
+        assert_eq!(replaced.0, StatusCode::CREATED, "{}", replaced.1);
+        assert_eq!(replaced.1["remaining"].as_u64(), Some(5));
+    }
     wait_gauge(&rig, 0.0).await;
     // `replace` over a sale Redis holds changes nothing: it exists.
     let clash = rig
