@@ -364,15 +364,16 @@ fn serve_refuses_bad_configuration_with_a_message() {
     }
 }
 
-/// What `seckill serve` logs in its first second on a redis-server started
-/// with `options`.
-fn first_logs(options: seckill_testkit::Options) -> String {
+/// What `seckill serve` (with `extra` flags) logs in its first second on a
+/// redis-server started with `options`.
+fn first_logs(options: seckill_testkit::Options, extra: &[&str]) -> String {
     let redis = options.start().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("serve.log");
     let mut child = seckill()
         .args(["serve", "--listen", "127.0.0.1:0", "--admin-token", "t"])
         .args(["--redis-url", &redis.url(), "--buyer-auth", "body"])
+        .args(extra)
         .arg("--database-url")
         .arg(dir.path().join("o.db"))
         .stdout(Stdio::null())
@@ -393,17 +394,23 @@ fn serve_warns_when_redis_can_lose_acknowledged_orders() {
     use seckill_testkit::{Fsync, Options};
     const NO_AOF: &str = "keeps no append-only file and has no replica";
     const EVICTS: &str = "Redis may evict keys";
-    let bare = first_logs(Options::default());
+    let bare = first_logs(Options::default(), &[]);
     assert!(bare.contains(NO_AOF), "{bare}");
     assert!(!bare.contains(EVICTS), "{bare}");
     let evicting = first_logs(
         Options::default()
             .aof(Fsync::EverySec)
             .arg("maxmemory-policy", "allkeys-lru"),
+        &[],
     );
     assert!(evicting.contains(EVICTS), "{evicting}");
     assert!(evicting.contains("allkeys-lru"), "{evicting}");
     assert!(!evicting.contains(NO_AOF), "{evicting}");
-    let safe = first_logs(Options::default().aof(Fsync::EverySec));
+    // With the README's other flag of this concern, which serve takes.
+    let safe = first_logs(
+        Options::default().aof(Fsync::EverySec),
+        &["--restore-lost-sales"],
+    );
     assert!(!safe.contains(NO_AOF) && !safe.contains(EVICTS), "{safe}");
+    assert!(!safe.contains("error:"), "{safe}");
 }
