@@ -290,6 +290,59 @@ async fn the_algorithm_comes_from_the_public_key_never_from_the_token() {
     }
 }
 
+/// A sale Redis lost answers `sale_lost` only to whoever may see it: its
+/// buyer reading or cancelling an order of it, never another buyer, who
+/// still gets 404.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_sale_is_told_only_to_whoever_may_see_its_orders() {
+    let rig = Rig::start(hs256()).await;
+    let signer = Signer::hs256(SECRET);
+    let alice = rig.as_token(&signer.claims(&claims("alice")));
+    let bob = rig.as_token(&signer.claims(&claims("bob")));
+    let (status, body) = rig.buy(&alice, json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    let order = body["order_id"].as_str().unwrap().to_owned();
+    rig.books().await;
+    let engine = seckill_engine::Engine::connect(&rig.redis.url())
+        .await
+        .unwrap();
+    let () = redis::cmd("FLUSHALL")
+        .query_async(&mut engine.connection())
+        .await
+        .unwrap();
+    let path = format!("/v1/orders/{order}");
+    refused(
+        alice.get(&path).await.unwrap(),
+        503,
+        "sale_lost",
+        "its buyer",
+    );
+    refused(
+        alice
+            .post(&format!("{path}/cancel"), &json!({}))
+            .await
+            .unwrap(),
+        503,
+        "sale_lost",
+        "its buyer cancelling",
+    );
+    refused(
+        bob.get(&path).await.unwrap(),
+        404,
+        "order_not_found",
+        "another buyer",
+    );
+    refused(
+        bob.post(&format!("{path}/cancel"), &json!({}))
+            .await
+            .unwrap(),
+        404,
+        "order_not_found",
+        "another buyer cancelling",
+    );
+    rig.running.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn orders_belong_to_their_buyer_and_only_the_payment_side_pays() {
     let rig = Rig::start(hs256()).await;
