@@ -231,18 +231,22 @@ pub(crate) async fn group_info(
     Ok(None)
 }
 
-/// Commits `events`, read as the batch starting at `first` of the sale of
-/// `keys`, to SQL, then deletes the batch's record: only once committed,
-/// so a crash in between means a harmless second write.
+/// Commits `events` to SQL in one transaction, then deletes the records
+/// of the batches they were read as (each a sale and the id of its first
+/// entry, the sales on one master): only once committed, so a crash in
+/// between means a harmless second write.
 pub(crate) async fn commit(
     store: &Store,
     conn: &mut (impl ConnectionLike + Send + Sync),
-    keys: &SaleStream,
-    first: &str,
     events: &[Event],
+    batches: &[(String, String)],
 ) -> Result<()> {
     store.apply(events).await?;
-    let _: i64 = conn.hdel(&keys.persisting, first).await?;
+    let mut pipe = redis::pipe();
+    for (sale, first) in batches {
+        pipe.hdel(SaleStream::new(sale)?.persisting, first).ignore();
+    }
+    let () = pipe.query_async(conn).await?;
     Ok(())
 }
 

@@ -1,7 +1,29 @@
-//! How a persister runs ([`PersisterConfig`]) and meets Redis: the
-//! consumer group it joins, the commands it sends outside scripts.
+//! How a persister runs ([`PersisterConfig`], and the fixed pauses of
+//! the background tasks) and meets Redis: the consumer group it joins, the
+//! crate's Lua library, the commands it sends outside scripts.
 
+use std::sync::LazyLock;
 use std::time::Duration;
+
+/// How long a master whose read failed is left out of a persister's rounds.
+pub(crate) const REST_AFTER_FAILURE: Duration = Duration::from_secs(5);
+
+/// How long a persister's round waits for a master's read before going on
+/// without it (the read stays in flight).
+pub(crate) const READ_WAIT: Duration = Duration::from_millis(100);
+
+/// How often a persister or sweeper on a cluster asks which masters serve
+/// which slots (each time on a new connection to a seed node).
+pub(crate) const WATCH_MASTERS_EVERY: Duration = Duration::from_secs(2);
+
+/// The orders crate's Lua (the persister's reads, the sweeper's due
+/// index) as a Redis Functions library.
+pub(crate) static LIBRARY: LazyLock<seckill_redis::Library> = LazyLock::new(|| {
+    seckill_redis::Library::builder("seckill_orders")
+        .cross_slot("read_news", &[include_str!("lua/read_news.lua")])
+        .read_only("due", &[include_str!("lua/due.lua")])
+        .build()
+});
 
 /// How a persister runs.
 #[derive(Clone, Debug)]

@@ -4,10 +4,14 @@
 //! Modules:
 //! - `store`: [`Store`], the SQL side (SQLite, PostgreSQL or MySQL/MariaDB,
 //!   sqlx migrations in `migrations/<database>/`), idempotent batched upserts.
+//! - `dialect`: the SQL each database speaks where they differ, and the
+//!   multi-row upserts of orders.
 //! - `persister`: [`Persister`], the consumer-group reader: a batch stays
 //!   recorded until committed, abandoned batches are persisted again by
-//!   another, streams are trimmed only below what is committed.
-//! - `config`: [`PersisterConfig`], [`GROUP`], [`PLAIN_COMMANDS`].
+//!   another, streams are trimmed only below what is committed; its
+//!   housekeeping (registry, takeover, trimming) in `persister/housekeeping.rs`.
+//! - `config`: [`PersisterConfig`], [`GROUP`], [`PLAIN_COMMANDS`]; the
+//!   crate's Lua library and the background tasks' fixed pauses.
 //! - `work`: what a persister knows and has left to do (bookkeeping).
 //! - `backlog`: [`unpersisted`], [`backlog()`] and [`wait_drained`]: what is
 //!   not yet in SQL, and how long it has waited.
@@ -57,6 +61,7 @@ mod archive;
 mod audit;
 mod backlog;
 mod config;
+mod dialect;
 mod error;
 mod lost;
 mod news;

@@ -26,46 +26,30 @@
 //! Masters are independent: each one's read is sent at once, and a round
 //! waits at most `READ_WAIT` for the answers; a read left unanswered (its
 //! master frozen) stays in flight while the others are read again, and
-//! when it fails its master rests a while. Housekeeping runs beside the
-//! reads, so a frozen master costs it, not them, a response timeout.
+//! when it fails its master rests a while. Housekeeping
+//! (`persister/housekeeping.rs`) runs beside the reads, so a frozen master
+//! costs it, not them, a response timeout.
 
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesUnordered;
-use redis::AsyncCommands;
 use seckill_engine::{Engine, Event};
 use seckill_redis::{Conn, Target};
 use tokio::sync::watch;
 
-use crate::backlog::{SaleStream, trim};
-use crate::config::{GROUP, PersisterConfig};
+use crate::backlog::commit;
+use crate::config::{
+    GROUP, LIBRARY, PersisterConfig, READ_WAIT, REST_AFTER_FAILURE, WATCH_MASTERS_EVERY,
+};
 use crate::error::{Error, Result};
-use crate::news::{Learned, Topology};
+use crate::news::Topology;
 use crate::store::Store;
-use crate::takeover;
 use crate::work::{SALES_PER_READ, State};
 
-/// How long a master whose read failed is left out of the rounds.
-const REST_AFTER_FAILURE: Duration = Duration::from_secs(5);
-
-/// How long a round of [`Persister::run`] waits for a master's read
-/// before going on without it (the read stays in flight).
-const READ_WAIT: Duration = Duration::from_millis(100);
-
-/// How often a persister on a cluster asks which masters serve which
-/// slots (each time on a new connection to a seed node).
-pub(crate) const WATCH_MASTERS_EVERY: Duration = Duration::from_secs(2);
-
-/// The persister's Lua as a Redis Functions library.
-pub(crate) static LIBRARY: LazyLock<seckill_redis::Library> = LazyLock::new(|| {
-    seckill_redis::Library::builder("seckill_orders")
-        .cross_slot("read_news", &[include_str!("lua/read_news.lua")])
-        .read_only("due", &[include_str!("lua/due.lua")])
-        .build()
-});
+mod housekeeping;
 
 /// One master's read: its address, the sales named in it, the answer.
 struct Read {
@@ -264,103 +248,6 @@ impl Inner {
         }
     }
 
-    /// Housekeeping until `stopped`'s sender is dropped; the step in hand
-    /// finishes first.
-    async fn keep_house(self, mut stopped: watch::Receiver<()>) {
-        loop {
-            let (_, pause) = self.housekeeping().await;
-            tokio::select! {
-                biased;
-                _ = stopped.changed() => return,
-                () = tokio::time::sleep(pause) => {}
-            }
-        }
-    }
-
-    /// Learns of new sales, takes over abandoned batches and trims the
-    /// streams. Each step on its own: the master holding the sale registry
-    /// (or one sale's) being down must not stop the others. A step that
-    /// failed outright puts the next housekeeping off a while. Answers the
-    /// events persisted and the pause until the next housekeeping.
-    async fn housekeeping(&self) -> (usize, Duration) {
-        let mut pause = self.config.housekeeping;
-        if let Err(e) = self.follow_registry().await {
-            tracing::warn!(error = %e, "learning of new sales failed");
-            // Some changes read were not applied: list the sales again.
-            self.state().follower.restart();
-            pause = REST_AFTER_FAILURE;
-        }
-        let (full, first) = {
-            let mut state = self.state();
-            let now = Instant::now();
-            let due = state.next_full_read.is_none_or(|at| at <= now);
-            if due {
-                state.next_full_read = Some(now + self.config.full_read);
-                state.read_every_sale();
-                state.claim_all = true;
-            }
-            (due, !std::mem::replace(&mut state.started, true))
-        };
-        if full {
-            self.state().topology = None;
-        }
-        self.watch_masters().await;
-        if let Err(e) = self.look_at_readers().await {
-            tracing::warn!(error = %e, "looking at the other persisters failed");
-            pause = REST_AFTER_FAILURE;
-        }
-        let persisted = if std::mem::take(&mut self.state().claim_all) {
-            match self.claim_abandoned().await {
-                Ok(n) => n,
-                Err(e) => {
-                    tracing::warn!(error = %e, "taking over abandoned batches failed");
-                    self.state().claim_all = true;
-                    pause = REST_AFTER_FAILURE;
-                    0
-                }
-            }
-        } else {
-            0
-        };
-        self.trim(first).await;
-        (persisted, pause)
-    }
-
-    /// Follows the registry's log: a sale made (or made again) is recorded
-    /// in SQL and read once, whatever its signals; a sale removed is
-    /// forgotten. With no place in the log (at start, or fallen behind it),
-    /// lists every sale instead.
-    async fn follow_registry(&self) -> Result<()> {
-        let mut follower = std::mem::take(&mut self.state().follower);
-        let learned = follower.next(&self.engine).await;
-        self.state().follower = follower;
-        let changed = match learned? {
-            Learned::All(ids) => {
-                self.state().known.clear();
-                ids
-            }
-            Learned::Changed(ids) => ids,
-        };
-        for id in changed {
-            match self.engine.sale(&id).await {
-                Ok(sale) => {
-                    self.store.upsert_sale(&sale).await?;
-                    let mut state = self.state();
-                    state.known.insert(id.clone());
-                    state.to_read.insert(id);
-                }
-                Err(seckill_engine::Error::SaleNotFound(_)) => {
-                    let mut state = self.state();
-                    state.known.remove(&id);
-                    state.to_read.remove(&id);
-                    state.committed.remove(&id);
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Ok(())
-    }
-
     /// Sends a read to every master not resting and not still reading: its
     /// news, and up to [`SALES_PER_READ`] of the sales to read anyway; then
     /// commits the answers as they come (see [`Inner::answers`]). Answers
@@ -454,8 +341,7 @@ impl Inner {
     /// Commits one master's batches (pairs of sale id and entries) to SQL
     /// in one transaction, then deletes their records.
     async fn persist_reply(&self, pairs: &[String]) -> Result<usize> {
-        let mut events = Vec::new();
-        let mut records = Vec::new();
+        let (mut events, mut batches, mut entries) = (Vec::new(), Vec::new(), Vec::new());
         for pair in pairs.chunks_exact(2) {
             let (sale, text) = (&pair[0], &pair[1]);
             if let Some(error) = text.strip_prefix('!') {
@@ -468,68 +354,18 @@ impl Inner {
                 continue;
             }
             if let Some(first) = Event::decode_lines(sale, text, &mut events) {
-                records.push((sale.clone(), first.to_owned(), text.split('\n').count()));
+                batches.push((sale.clone(), first.to_owned()));
+                entries.push(text.split('\n').count());
             }
         }
-        if records.is_empty() {
+        if batches.is_empty() {
             return Ok(0);
         }
-        self.store.apply(&events).await?;
-        let mut pipe = redis::pipe();
-        for (sale, first, _) in &records {
-            pipe.hdel(SaleStream::new(sale)?.persisting, first).ignore();
-        }
-        let () = pipe.query_async(&mut self.conn.clone()).await?;
+        commit(&self.store, &mut self.conn.clone(), &events, &batches).await?;
         let mut state = self.state();
-        for (sale, _, entries) in records {
+        for ((sale, _), entries) in batches.into_iter().zip(entries) {
             state.committed(sale, entries);
         }
         Ok(events.len())
-    }
-
-    /// Looks at when every persister last read from each master: one quiet
-    /// for longer than `claim_idle` (but this one) has died or hung, and
-    /// its batches are looked for.
-    async fn look_at_readers(&self) -> Result<()> {
-        let topology = self.topology().await?;
-        let mut conn = self.conn.clone();
-        let (me, idle) = (&self.config.consumer, self.config.claim_idle);
-        for (readers, gone) in takeover::quiet_everywhere(&mut conn, &topology, me, idle).await {
-            tracing::info!(?gone, "persisters went quiet; taking over their batches");
-            self.claim_abandoned().await?;
-            let _: i64 = conn.hdel(readers, gone).await?;
-        }
-        Ok(())
-    }
-
-    /// Persists the batches of every known sale that some persister read
-    /// at least `claim_idle` ago and never committed; looks again at the
-    /// next housekeeping if some were too young or unreachable.
-    async fn claim_abandoned(&self) -> Result<usize> {
-        let known: Vec<String> = self.state().known.iter().cloned().collect();
-        let taken = takeover::abandoned(
-            &mut self.conn.clone(),
-            &self.store,
-            &known,
-            self.config.claim_idle,
-        )
-        .await?;
-        if taken.look_again {
-            self.state().claim_all = true;
-        }
-        Ok(taken.persisted)
-    }
-
-    /// Drops entries every persister has committed, and only those; the
-    /// engine keeps those pending orders still live in. `all`: every sale,
-    /// else those this persister committed a batch's worth to, or any,
-    /// `TRIM_EVERY` (`work.rs`) ago.
-    async fn trim(&self, all: bool) {
-        let due = self.state().due_for_trim(self.config.batch, all);
-        for sale in due {
-            if let Err(e) = trim(&self.engine, &mut self.conn.clone(), &sale).await {
-                tracing::warn!(sale, error = %e, "trimming its stream failed");
-            }
-        }
     }
 }

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use seckill_engine::Engine;
 
+use crate::config::{LIBRARY, WATCH_MASTERS_EVERY};
 use crate::news::Topology;
-use crate::persister::{LIBRARY, WATCH_MASTERS_EVERY};
 
 /// Most orders one sale expires per script call, so a large expiry wave
 /// never blocks Redis for long.
