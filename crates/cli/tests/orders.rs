@@ -338,7 +338,7 @@ async fn a_sale_redis_lost_is_rebuilt_from_sql_by_audit_or_by_persist() {
             .await
             .unwrap();
     }
-    let audit = || {
+    let audit_with = |flag: &str| {
         seckill(&[
             "audit",
             "--sale",
@@ -347,9 +347,10 @@ async fn a_sale_redis_lost_is_rebuilt_from_sql_by_audit_or_by_persist() {
             &url,
             "--database-url",
             &db,
-            "--json",
+            flag,
         ])
     };
+    let audit = || audit_with("--json");
     let flush = || async {
         let () = redis::cmd("FLUSHALL")
             .query_async(&mut engine.connection())
@@ -366,16 +367,7 @@ async fn a_sale_redis_lost_is_rebuilt_from_sql_by_audit_or_by_persist() {
         sold().await,
         Err(seckill_engine::Error::SaleNotFound(_))
     ));
-    let repaired = seckill(&[
-        "audit",
-        "--sale",
-        "l",
-        "--redis-url",
-        &url,
-        "--database-url",
-        &db,
-        "--repair-from-sql",
-    ]);
+    let repaired = audit_with("--repair-from-sql");
     common::assert_success(&repaired);
     let said = String::from_utf8_lossy(&repaired.stderr);
     assert!(

@@ -311,35 +311,19 @@ async fn a_lost_sale_is_told_only_to_whoever_may_see_its_orders() {
         .await
         .unwrap();
     let path = format!("/v1/orders/{order}");
-    refused(
-        alice.get(&path).await.unwrap(),
-        503,
-        "sale_lost",
-        "its buyer",
-    );
-    refused(
-        alice
-            .post(&format!("{path}/cancel"), &json!({}))
-            .await
-            .unwrap(),
-        503,
-        "sale_lost",
-        "its buyer cancelling",
-    );
-    refused(
-        bob.get(&path).await.unwrap(),
-        404,
-        "order_not_found",
-        "another buyer",
-    );
-    refused(
-        bob.post(&format!("{path}/cancel"), &json!({}))
-            .await
-            .unwrap(),
-        404,
-        "order_not_found",
-        "another buyer cancelling",
-    );
+    for (who, http, status, code) in [
+        ("its buyer", &alice, 503, "sale_lost"),
+        ("another buyer", &bob, 404, "order_not_found"),
+    ] {
+        refused(http.get(&path).await.unwrap(), status, code, who);
+        let cancel = format!("{path}/cancel");
+        refused(
+            http.post(&cancel, &json!({})).await.unwrap(),
+            status,
+            code,
+            who,
+        );
+    }
     rig.running.stop().await;
 }
 

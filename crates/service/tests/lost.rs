@@ -383,6 +383,32 @@ async fn honoured(
     (acknowledged_lost, rows.len())
 }
 
+/// Prints a drill's `drill-figures` line (scripts/drills.sh reads it):
+/// what buyers were told, what SQL kept, when the sale answered as lost
+/// and when it was back, and the drill's `more`.
+fn print_figures(
+    drill: &str,
+    seen: &common::Bought,
+    (acknowledged_lost, in_sql): (usize, usize),
+    (first_lost, restored_after): (Option<Duration>, Duration),
+    more: Value,
+) {
+    let mut figures = json!({
+        "acknowledged": seen.acknowledged.len(),
+        "acknowledged_lost_with_redis": acknowledged_lost,
+        "orders_in_sql": in_sql,
+        "first_sale_lost_answer_ms": first_lost.map(|d| d.as_millis() as u64),
+        "restored_after_ms": restored_after.as_millis() as u64,
+    });
+    if let (Some(all), Value::Object(more)) = (figures.as_object_mut(), more) {
+        all.extend(more);
+    }
+    println!(
+        "drill-figures {}",
+        json!({ "drill": drill, "figures": figures })
+    );
+}
+
 fn drill_sale(id: &str) -> Value {
     json!({ "id": id, "name": "x", "stock": 1_000_000, "per_user_limit": 1, "payment_timeout_secs": 10 })
 }
@@ -410,18 +436,12 @@ async fn drill_19_redis_restarted_empty_mid_sale() {
     let store = Store::open(&rig.db).await.unwrap();
     let (acknowledged_lost, in_sql) =
         honoured(&rig.admin, &engine, &store, "e", &seen, lost_ms).await;
-    println!(
-        "drill-figures {}",
-        json!({
-            "drill": "19",
-            "figures": {
-                "acknowledged": seen.acknowledged.len(),
-                "acknowledged_lost_with_redis": acknowledged_lost,
-                "orders_in_sql": in_sql,
-                "first_sale_lost_answer_ms": first_lost.map(|d| d.as_millis() as u64),
-                "restored_after_ms": restored_after.as_millis() as u64,
-            }
-        })
+    print_figures(
+        "19",
+        &seen,
+        (acknowledged_lost, in_sql),
+        (first_lost, restored_after),
+        json!({}),
     );
     rig.running.stop().await;
 }
@@ -502,19 +522,12 @@ async fn drill_20_a_cluster_master_restarted_empty() {
         .filter(|(o, _)| !other_in_sql.contains(o))
         .count();
     assert_eq!(other_missing, 0, "the other master's sale lost orders");
-    println!(
-        "drill-figures {}",
-        json!({
-            "drill": "20",
-            "figures": {
-                "acknowledged": seen.acknowledged.len(),
-                "acknowledged_lost_with_redis": acknowledged_lost,
-                "orders_in_sql": in_sql,
-                "first_sale_lost_answer_ms": first_lost.map(|d| d.as_millis() as u64),
-                "restored_after_ms": restored_after.as_millis() as u64,
-                "other_sale_acknowledged": other.acknowledged.len(),
-            }
-        })
+    print_figures(
+        "20",
+        &seen,
+        (acknowledged_lost, in_sql),
+        (first_lost, restored_after),
+        json!({ "other_sale_acknowledged": other.acknowledged.len() }),
     );
     running.stop().await;
 }
