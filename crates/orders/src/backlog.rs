@@ -107,9 +107,7 @@ impl Backlog {
     /// How long the oldest entry not yet in SQL has waited, by this
     /// machine's clock (0 when none is left).
     pub fn lag_ms(&self) -> u64 {
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
+        let now_ms = crate::clock::now_ms();
         self.oldest_ms.map_or(0, |at| now_ms.saturating_sub(at))
     }
 
@@ -234,19 +232,29 @@ pub(crate) async fn group_info(
 /// Commits `events` to SQL in one transaction, then deletes the records
 /// of the batches they were read as (each a sale and the id of its first
 /// entry, the sales on one master): only once committed, so a crash in
-/// between means a harmless second write.
+/// between means a harmless second write. One `HDEL` per sale, sent
+/// together: a cluster pipeline must stay in one slot, and the sales of
+/// one master are in many.
 pub(crate) async fn commit(
     store: &Store,
-    conn: &mut (impl ConnectionLike + Send + Sync),
+    conn: &(impl ConnectionLike + Send + Sync + Clone),
     events: &[Event],
     batches: &[(String, String)],
 ) -> Result<()> {
     store.apply(events).await?;
-    let mut pipe = redis::pipe();
+    let mut by_sale: HashMap<&str, Vec<&str>> = HashMap::new();
     for (sale, first) in batches {
-        pipe.hdel(SaleStream::new(sale)?.persisting, first).ignore();
+        by_sale.entry(sale).or_default().push(first);
     }
-    let () = pipe.query_async(conn).await?;
+    let deletes = by_sale.into_iter().map(|(sale, firsts)| {
+        let mut conn = conn.clone();
+        async move {
+            let key = SaleStream::new(sale)?.persisting;
+            let _: i64 = conn.hdel(key, firsts).await?;
+            Ok::<_, Error>(())
+        }
+    });
+    futures_util::future::try_join_all(deletes).await?;
     Ok(())
 }
 
@@ -301,5 +309,36 @@ fn bad_record(first: &str, value: &str) -> Error {
     Error::Invalid {
         what: "persisting record",
         reason: format!("{first} -> {value:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The batches of one round come from many sales of one master, each
+    /// in its own slot; a cluster pipeline must keep to one slot.
+    #[tokio::test]
+    async fn commit_clears_the_records_of_sales_in_different_slots_on_a_cluster() {
+        let cluster = seckill_testkit::RedisCluster::start(3, 0).unwrap();
+        let target = seckill_redis::Target::cluster(&cluster.addresses().join(",")).unwrap();
+        let conn = target.connect().await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().join("o.db").to_str().unwrap())
+            .await
+            .unwrap();
+        let sales = ["a", "b", "c", "d"];
+        let mut batches = Vec::new();
+        for sale in sales {
+            let key = SaleStream::new(sale).unwrap().persisting;
+            let _: i64 = conn.clone().hset(&key, "1-0", "1-0 1 0").await.unwrap();
+            batches.push((sale.to_owned(), "1-0".to_owned()));
+        }
+        commit(&store, &conn, &[], &batches).await.unwrap();
+        for sale in sales {
+            let key = SaleStream::new(sale).unwrap().persisting;
+            let left: u64 = conn.clone().hlen(&key).await.unwrap();
+            assert_eq!(left, 0, "the record of {sale}'s batch is still there");
+        }
     }
 }

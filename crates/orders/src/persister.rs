@@ -361,7 +361,7 @@ impl Inner {
         if batches.is_empty() {
             return Ok(0);
         }
-        commit(&self.store, &mut self.conn.clone(), &events, &batches).await?;
+        commit(&self.store, &self.conn, &events, &batches).await?;
         let mut state = self.state();
         for ((sale, _), entries) in batches.into_iter().zip(entries) {
             state.committed(sale, entries);

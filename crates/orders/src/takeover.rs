@@ -100,7 +100,13 @@ pub(crate) async fn abandoned(
                 .iter()
                 .flat_map(|e| Event::decode(sale, e))
                 .collect();
-            commit(store, conn, &events, &[(sale.clone(), batch.first.clone())]).await?;
+            commit(
+                store,
+                &*conn,
+                &events,
+                &[(sale.clone(), batch.first.clone())],
+            )
+            .await?;
             taken.persisted += events.len();
         }
     }
