@@ -58,6 +58,14 @@ impl Backend {
         }
     }
 
+    /// Makes every later fence greater than `floor`.
+    pub async fn raise_fence(&self, keys: &Keys, floor: u64) -> Result<()> {
+        match self {
+            Self::Single(s) => s.raise_fence(keys, floor).await,
+            Self::Quorum(q) => q.raise_fence(keys, floor).await,
+        }
+    }
+
     /// Undoes whatever an acquire that was cancelled or failed midway left:
     /// a queue entry, or a grant nobody will use.
     pub async fn abandon(&self, keys: &Keys, token: &str) -> Result<()> {

@@ -207,6 +207,23 @@ impl Lock {
         Ok(Guard::new(self.clone(), token, fence, until))
     }
 
+    /// Makes every fence handed out from now on greater than `floor`: for
+    /// data a holder wrote with its fence that outlived the lock's counter
+    /// (a Redis that lost the counter, data rebuilt from elsewhere), so the
+    /// next holder's fence is not refused there.
+    ///
+    /// ```no_run
+    /// # async fn run(locks: seckill_lock::Locks) -> seckill_lock::Result<()> {
+    /// let lock = locks.lock("refill:drop-1")?;
+    /// lock.fence_at_least(41).await?;
+    /// let guard = lock.try_acquire().await?.expect("free");
+    /// assert!(guard.fence() > 41);
+    /// # Ok(()) }
+    /// ```
+    pub async fn fence_at_least(&self, floor: u64) -> Result<()> {
+        self.locks.backend().raise_fence(&self.keys, floor).await
+    }
+
     fn check_lease(&self) -> Result<()> {
         if self.lease < MIN_LEASE || self.lease > MAX_LEASE {
             return Err(Error::Invalid {

@@ -181,6 +181,15 @@ impl Quorum {
         self.tally(&replies)
     }
 
+    /// Raises the counter on a quorum: any later quorum overlaps it, so its
+    /// fence counts past `floor`.
+    pub async fn raise_fence(&self, keys: &Keys, floor: u64) -> Result<()> {
+        let replies = self
+            .on_all::<i64>(&self.all(), "raise_fence", keys, &[&floor.to_string()])
+            .await;
+        self.tally(&replies).map(drop)
+    }
+
     pub async fn extend(&self, keys: &Keys, token: &str, lease: Duration) -> Result<bool> {
         let started = Instant::now();
         let replies = self

@@ -157,6 +157,11 @@ impl Single {
         Ok(extended == 1)
     }
 
+    pub async fn raise_fence(&self, keys: &Keys, floor: u64) -> Result<()> {
+        let _: i64 = run(&mut self.conn(), "raise_fence", keys, &[&floor.to_string()]).await?;
+        Ok(())
+    }
+
     /// Cleans up after an acquire that was cancelled or failed midway: leaves
     /// the queue and, if the lock was granted meanwhile, releases it.
     pub async fn abandon(&self, keys: &Keys, token: &str) -> Result<()> {

@@ -72,6 +72,21 @@ async fn try_acquire_is_refused_while_held_and_fences_grow() {
     assert!(second.fence() > fence);
 }
 
+/// A counter raised past the fences data has seen (rebuilt after Redis
+/// lost the counter) hands out only fences above them; never lowered.
+#[tokio::test]
+async fn fence_at_least_raises_the_next_fence_and_never_lowers_it() {
+    let server = RedisServer::start().unwrap();
+    let locks = common::connect(&server.url()).await;
+    let lock = locks.lock("x").unwrap();
+    lock.fence_at_least(41).await.unwrap();
+    let first = lock.try_acquire().await.unwrap().unwrap();
+    assert_eq!(first.fence(), 42);
+    first.release().await.unwrap();
+    lock.fence_at_least(5).await.unwrap();
+    assert_eq!(lock.try_acquire().await.unwrap().unwrap().fence(), 43);
+}
+
 #[tokio::test]
 async fn lease_expiry_hands_the_lock_to_a_waiter_when_the_holder_vanishes() {
     let server = RedisServer::start().unwrap();

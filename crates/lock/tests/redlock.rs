@@ -50,6 +50,19 @@ async fn quorum_locks_exclude_each_other_and_fences_increase() {
     assert!(fences.windows(2).all(|w| w[0] < w[1]), "{fences:?}");
 }
 
+/// Raised on a quorum, the counter hands out fences above the floor from
+/// any later quorum, with a master down.
+#[tokio::test]
+async fn fence_at_least_holds_on_a_quorum() {
+    let mut servers = RedisServer::start_many(3).unwrap();
+    let locks = redlock(&servers).await;
+    let lock = locks.lock("x").unwrap();
+    lock.fence_at_least(100).await.unwrap();
+    servers[0].kill();
+    let guard = lock.try_acquire().await.unwrap().unwrap();
+    assert!(guard.fence() > 100, "fence {}", guard.fence());
+}
+
 #[tokio::test]
 async fn survives_a_minority_down_and_fails_cleanly_without_quorum() {
     let mut servers = RedisServer::start_many(5).unwrap();
