@@ -10,8 +10,8 @@ use crate::durability::Durability;
 use crate::error::Result;
 use crate::keys::SaleKeys;
 use crate::sale::Sale;
+use crate::shard::Layout;
 use crate::shard::purchaser::Sharded;
-use crate::shard::{Layout, refiller};
 use crate::strategy::{CoalescerConfig, Ctx, One, Purchaser, Strategy};
 
 /// The sale engine. Cheap to clone.
@@ -186,20 +186,7 @@ impl Engine {
                 self.durability,
             )?);
         }
-        let signals = std::sync::Arc::new(refiller::Signals::default());
-        let refiller = tokio::spawn(refiller::run(
-            self.conn.clone(),
-            self.locks().await?,
-            layout.clone(),
-            signals.clone(),
-        ));
-        let sharded = Sharded::new(
-            self.conn.clone(),
-            layout,
-            shards,
-            signals,
-            refiller.abort_handle(),
-        );
+        let sharded = Sharded::new(self.conn.clone(), self.locks().await?, layout, shards);
         Ok(Purchaser::sharded(strategy, sale.per_user_limit, sharded))
     }
 

@@ -129,9 +129,7 @@ async fn forget_signals(engine: &Engine, id: &str) -> Result<()> {
 /// the ids archived. A sale that cannot be yet is left for a later pass.
 pub async fn archive_due(engine: &Engine, store: &Store, after: Duration) -> Result<Vec<String>> {
     let mut archived = Vec::new();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
+    let now = crate::clock::now_ms();
     for id in engine.sale_ids().await? {
         let sale = match engine.sale(&id).await {
             Ok(sale) => sale,
@@ -235,9 +233,7 @@ impl Ends {
 
     /// The sales that ended at least `after` ago by this machine's clock.
     fn due(&self, after: Duration) -> Vec<String> {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
+        let now = crate::clock::now_ms();
         self.by_sale
             .iter()
             .filter(|(_, end)| end.saturating_add(after.as_millis() as u64) <= now)

@@ -57,10 +57,7 @@ impl Default for PersisterConfig {
             consumer: format!(
                 "{}-{}-{:08x}",
                 std::process::id(),
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_millis())
-                    .unwrap_or(0),
+                crate::clock::now_ms(),
                 rand::random::<u32>()
             ),
             batch: 2_000,

@@ -27,6 +27,7 @@
 //!   Redis and answer from SQL.
 //! - `lost`: [`watch_lost_forever`], sales Redis lost while SQL holds them
 //!   as live: reported, and restored from SQL if asked.
+//! - `clock`: this machine's clock in ms, as Redis and SQL keep times.
 //! - `error`: [`Error`].
 //!
 //! What wakes each background task, so that what they cost follows what
@@ -60,6 +61,7 @@
 mod archive;
 mod audit;
 mod backlog;
+mod clock;
 mod config;
 mod dialect;
 mod error;

@@ -149,6 +149,7 @@ impl Watch {
         let ids: Vec<String> = live.iter().map(|(id, _)| id.clone()).collect();
         let held = engine.generations(&ids).await?;
         let (mut suspects, mut lost) = (HashMap::new(), HashMap::new());
+        let mut restored = BTreeSet::new();
         for ((id, generation), held) in live.into_iter().zip(held) {
             if held == Some(generation as u64) {
                 if self.lost.contains_key(&id) {
@@ -173,13 +174,20 @@ impl Watch {
                      --repair-from-sql`"
                 );
             }
-            // Once per sale and generation: a restore refused (a sharded
-            // sale) is refused again.
+            // Once per sale and generation: a restore refused is refused
+            // again. A sharded sale is restored whole, whichever of its
+            // parts were lost.
             let first_try = self.tried.insert((id.clone(), generation));
-            if self.restore && held.is_none() && !seckill_engine::is_shard(&id) && first_try {
-                match self.restore(engine, store, &id).await {
-                    Ok(()) => continue,
-                    Err(e) => tracing::error!(sale = id, error = %e, "restoring from SQL failed"),
+            if restored.contains(sale) {
+                continue;
+            }
+            if self.restore && held.is_none() && first_try {
+                match self.restore(engine, store, sale).await {
+                    Ok(()) => {
+                        restored.insert(sale.to_owned());
+                        continue;
+                    }
+                    Err(e) => tracing::error!(sale, error = %e, "restoring from SQL failed"),
                 }
             }
             lost.insert(id, generation);
@@ -202,8 +210,9 @@ impl Watch {
             sale = id,
             orders = restored.orders,
             newest_order_ms = ?restored.newest_order_ms,
-            "restored a sale Redis lost from SQL; orders acknowledged after the newest in SQL \
-             and before the loss could not be rebuilt"
+            noticed_ms = crate::clock::now_ms(),
+            "restored a sale Redis lost from SQL; orders acknowledged between the newest in SQL \
+             (newest_order_ms) and the loss (before noticed_ms) could not be rebuilt"
         );
         Ok(())
     }

@@ -73,6 +73,9 @@ pub struct StoredSale {
     pub archived_ms: Option<i64>,
     /// Units sold (paid for) when it was archived.
     pub archived_sold: Option<i64>,
+    /// A sharded sale's shards' ids, comma-separated, in order; `None` for
+    /// a sale that is not sharded.
+    pub shards: Option<String>,
 }
 
 /// A pool on the order database. Cheap to clone.
@@ -188,8 +191,8 @@ impl Store {
         // generation before it is replaced.
         let sql = format!(
             "INSERT INTO sales (id, name, stock, per_user_limit, starts_at_ms, ends_at_ms, \
-             payment_timeout_secs, generation, archived_ms, archived_sold) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, NULL, NULL){}, {}, {}, {generation}",
+             payment_timeout_secs, generation, shards, archived_ms, archived_sold) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULL, NULL){}, {}, {}, {generation}",
             self.dialect.update(
                 "id",
                 &[
@@ -199,6 +202,7 @@ impl Store {
                     "starts_at_ms",
                     "ends_at_ms",
                     "payment_timeout_secs",
+                    "shards",
                 ],
             ),
             keep("archived_ms"),
@@ -213,6 +217,13 @@ impl Store {
             .bind(sale.ends_at_ms.map(|v| v as i64))
             .bind(sale.payment_timeout_secs as i64)
             .bind(sale.generation as i64)
+            .bind(sale.sharding.as_ref().map(|s| {
+                s.shards
+                    .iter()
+                    .map(|k| k.id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            }))
             .execute(&self.pool)
             .await?;
         Ok(())
@@ -313,9 +324,7 @@ impl Store {
                  ON CONFLICT (order_id) DO NOTHING"
             }
         };
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as i64);
+        let now = crate::clock::now_ms() as i64;
         sqlx::query(sql)
             .bind(order_id)
             .bind(reference)
@@ -451,7 +460,7 @@ async fn migrate(pool: &AnyPool, dialect: Dialect) -> Result<()> {
 }
 
 const SELECT_SALE: &str = "SELECT id, name, stock, per_user_limit, starts_at_ms, ends_at_ms, \
-     payment_timeout_secs, generation, archived_ms, archived_sold FROM sales";
+     payment_timeout_secs, generation, archived_ms, archived_sold, shards FROM sales";
 
 const SELECT_ORDER: &str = "SELECT order_id, sale_id, generation, user_id, quantity, request_id, \
      state, created_ms, updated_ms FROM orders";

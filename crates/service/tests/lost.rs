@@ -51,6 +51,15 @@ async fn rig(restore_lost_sales: bool) -> Rig {
     }
 }
 
+impl Rig {
+    async fn engine_and_store(&self) -> (Engine, Store) {
+        (
+            Engine::connect(&self.redis.url()).await.unwrap(),
+            Store::open(&self.db).await.unwrap(),
+        )
+    }
+}
+
 fn sale(id: &str, stock: u64) -> Value {
     json!({ "id": id, "name": "x", "stock": stock, "per_user_limit": 1, "payment_timeout_secs": 60 })
 }
@@ -160,13 +169,6 @@ async fn a_lost_sale_is_answered_as_lost_until_restored() {
     assert!(again.1["message"].as_str().unwrap().contains("replace"));
     let noticed = wait_gauge(&rig, 3.0).await;
     eprintln!("the gauge showed the lost sales {noticed:?} after the look began");
-    // A sharded sale is not rebuilt as one sale (it would sell again what
-    // its shards sold): refused, and still answered as lost.
-    let refused = repair_from_sql(&engine, &store, "h").await;
-    assert!(
-        matches!(&refused, Err(seckill_orders::Error::Invalid { reason, .. }) if reason.contains("sharded")),
-        "{refused:?}"
-    );
     assert_eq!(code(&buy(&rig.http, "h", "z").await), LOST);
 
     repair_from_sql(&engine, &store, "f1").await.unwrap();
@@ -230,35 +232,176 @@ async fn a_lost_sale_is_answered_as_lost_until_restored() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shard_lost_alone_is_reported_under_its_sale() {
     let _turn = ONE_AT_A_TIME.lock().await;
-    let rig = rig(true).await;
-    let sharded = json!({ "id": "h", "name": "x", "stock": 10, "per_user_limit": 1, "shards": 2 });
-    let answer = rig.admin.post("/v1/sales", &sharded).await.unwrap();
-    assert_eq!(answer.0, StatusCode::CREATED, "{}", answer.1);
-    let shard = answer.1["sharding"]["shards"][0]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let rig = rig(false).await;
     wait_gauge(&rig, 0.0).await;
-    let engine = Engine::connect(&rig.redis.url()).await.unwrap();
-    let store = Store::open(&rig.db).await.unwrap();
-    // SQL has heard of the shard (the persister records every sale it reads).
+    let (engine, store) = rig.engine_and_store().await;
+    sharded(&rig.http, &rig.admin, &engine, &store, "h").await;
+    let shard = engine.parts("h").await.unwrap().remove(0);
+    lose(&engine, &[&shard]).await;
+    wait_gauge(&rig, 1.0).await;
+    // A buyer whose home is the lost shard; the other shard sells on.
+    let user = (0..)
+        .map(|i| format!("z{i}"))
+        .find(|u| seckill_engine::home_shard(u, 2) == 0)
+        .unwrap();
+    assert_eq!(code(&buy(&rig.http, "h", &user).await), LOST);
+    rig.running.stop().await;
+}
+
+/// A sharded sale of 10 units, 1 per buyer, over 2 shards, with 3 orders
+/// in SQL and SQL knowing its shards. Answers the first order's id (of
+/// buyer `a`).
+async fn sharded(http: &Http, admin: &Http, engine: &Engine, store: &Store, id: &str) -> String {
+    let body = json!({ "id": id, "name": "x", "stock": 10, "per_user_limit": 1, "shards": 2 });
+    let answer = admin.post("/v1/sales", &body).await.unwrap();
+    assert_eq!(answer.0, StatusCode::CREATED, "{}", answer.1);
+    assert_eq!(
+        buy_all(http, id, ["a", "b", "c"].map(String::from)).await,
+        3
+    );
     let deadline = Instant::now() + Duration::from_secs(10);
-    while store.sale(&shard).await.unwrap().is_none() {
-        assert!(Instant::now() < deadline, "the shard never reached SQL");
+    loop {
+        let known = store
+            .sale(id)
+            .await
+            .unwrap()
+            .and_then(|s| s.shards)
+            .is_some();
+        if known && sharded_in_sql(store, engine, id).await == 3 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the orders or shards never reached SQL"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    // What the shard's master losing its data takes: the shard's keys and
-    // the master's mark (one server: the mark of tag 0).
+    let first = buy(http, id, "a").await;
+    first.1["order_id"].as_str().unwrap().to_owned()
+}
+
+/// Orders of sharded sale `id` in SQL, over its shards.
+async fn sharded_in_sql(store: &Store, engine: &Engine, id: &str) -> usize {
+    let generation = engine.sale(id).await.unwrap().generation as i64;
+    let mut n = 0;
+    for part in engine.parts(id).await.unwrap() {
+        n += store.orders(&part, generation).await.unwrap().len();
+    }
+    n
+}
+
+/// Buys one unit for each of `users`, each asking again while units move
+/// between shards; answers how many bought.
+async fn buy_all(http: &Http, id: &str, users: impl IntoIterator<Item = String>) -> usize {
+    let mut bought = 0;
+    for user in users {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let answer = buy(http, id, &user).await;
+            if answer.0 != StatusCode::SERVICE_UNAVAILABLE {
+                bought += usize::from(answer.0 == StatusCode::OK);
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{user} never got an answer: {}",
+                answer.1
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    bought
+}
+
+/// What a master restarting empty takes: the keys of `parts` and the
+/// master's mark (one server: the mark of tag 0).
+async fn lose(engine: &Engine, parts: &[&str]) {
+    let mut conn = engine.connection();
+    for part in parts {
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("seckill:{{sale:{part}}}:*"))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let () = redis::cmd("DEL")
+            .arg(&keys)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    }
     let () = redis::cmd("DEL")
-        .arg(format!("seckill:{{sale:{shard}}}:sale"))
         .arg("seckill:{news:0}:mark")
-        .query_async(&mut engine.connection())
+        .query_async(&mut conn)
         .await
         .unwrap();
-    wait_gauge(&rig, 1.0).await;
-    let text = raw_text(rig.running.addr, "GET", "/metrics", &[], "");
-    assert!(text.contains("seckill_sales_lost_in_redis 1"), "{text}");
+}
+
+/// A sharded sale rebuilt from SQL, whichever of its parts Redis lost (a
+/// shard, the sale's own hash with its pool and ledger, or all): see
+/// [`rebuilt_sells_its_stock`].
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sharded_sale_is_rebuilt_whichever_parts_were_lost() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let rig = rig(true).await;
+    wait_gauge(&rig, 0.0).await;
+    let (engine, store) = rig.engine_and_store().await;
+    for (id, lost) in [("hs", "shard"), ("hp", "sale"), ("ha", "all")] {
+        let first = sharded(&rig.http, &rig.admin, &engine, &store, id).await;
+        let shards = engine.parts(id).await.unwrap();
+        let parts: Vec<&str> = match lost {
+            "shard" => vec![&shards[0]],
+            "sale" => vec![id],
+            _ => shards.iter().map(String::as_str).chain([id]).collect(),
+        };
+        lose(&engine, &parts).await;
+        rebuilt_sells_its_stock(&rig.http, &engine, &store, id, &first).await;
+    }
+    wait_gauge(&rig, 0.0).await;
     rig.running.stop().await;
+}
+
+/// What sharded sale `id` (made by [`sharded`], `first` its first order)
+/// must show once rebuilt: its units add up, the orders SQL held stay
+/// sold, a retried purchase gets its order back, it sells exactly its
+/// stock, and every order bought after reaches SQL.
+async fn rebuilt_sells_its_stock(
+    http: &Http,
+    engine: &Engine,
+    store: &Store,
+    id: &str,
+    first: &str,
+) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let check = loop {
+        match engine.sharding_check(id).await {
+            Ok(check) => break check,
+            Err(e) => assert!(Instant::now() < deadline, "{id} never came back: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(check.problems.is_empty(), "{id}: {:?}", check.problems);
+    let sale = engine.sale(id).await.unwrap();
+    assert_eq!((sale.sold, sale.remaining), (3, 7), "{id}");
+    let again = buy(http, id, "a").await;
+    assert_eq!(
+        (again.0, again.1["order_id"].as_str()),
+        (StatusCode::OK, Some(first)),
+        "{id}: a retried purchase gets its order back"
+    );
+    let bought = buy_all(http, id, (0..20).map(|i| format!("u{i}"))).await;
+    let check = engine.sharding_check(id).await.unwrap();
+    assert!(check.problems.is_empty(), "{id}: {:?}", check.problems);
+    let sale = engine.sale(id).await.unwrap();
+    assert_eq!(
+        (bought, sale.sold, sale.remaining),
+        (7, 10, 0),
+        "{id}: sold exactly its stock"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while sharded_in_sql(store, engine, id).await < 10 {
+        assert!(Instant::now() < deadline, "{id}: orders never reached SQL");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Milliseconds since the Unix epoch.
@@ -450,7 +593,9 @@ async fn drill_19_redis_restarted_empty_mid_sale() {
 /// one sale SIGKILLed mid-sale and restarted at once with nothing on disk:
 /// back within the node timeout (2 s), it keeps its slots, empty, and its
 /// replica syncs the emptiness from it. That sale is restored as in drill
-/// 19; a sale on another master sells on, never answered `sale_lost`.
+/// 19; a sale on another master sells on, never answered `sale_lost`; a
+/// sharded sale (a shard on each master) is rebuilt with its books
+/// balanced and sells exactly its stock.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drill_20_a_cluster_master_restarted_empty() {
     let _turn = ONE_AT_A_TIME.lock().await;
@@ -480,6 +625,8 @@ async fn drill_20_a_cluster_master_restarted_empty() {
         .master_of(cluster.slot_of(&format!("{{sale:{lost_sale}}}")).unwrap())
         .unwrap();
     let engine = Engine::connect_target(&target).await.unwrap();
+    let store = Store::open(&db).await.unwrap();
+    let first = sharded(&http, &admin, &engine, &store, "cs").await;
     let (buyers, others) = (
         Buyers::start(&http, &lost_sale),
         Buyers::start(&http, &other_sale),
@@ -498,7 +645,6 @@ async fn drill_20_a_cluster_master_restarted_empty() {
     );
     tokio::time::sleep(Duration::from_millis(1_000)).await;
     let (seen, other) = (buyers.finish().await, others.finish().await);
-    let store = Store::open(&db).await.unwrap();
     let (acknowledged_lost, in_sql) =
         honoured(&admin, &engine, &store, &lost_sale, &seen, lost_ms).await;
     seckill_orders::wait_drained(
@@ -522,6 +668,7 @@ async fn drill_20_a_cluster_master_restarted_empty() {
         .filter(|(o, _)| !other_in_sql.contains(o))
         .count();
     assert_eq!(other_missing, 0, "the other master's sale lost orders");
+    rebuilt_sells_its_stock(&http, &engine, &store, "cs", &first).await;
     print_figures(
         "20",
         &seen,

@@ -39,6 +39,7 @@
 
 pub(crate) mod purchaser;
 pub(crate) mod refiller;
+mod restore;
 mod transfer;
 
 use std::collections::HashMap;

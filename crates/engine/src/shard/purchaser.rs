@@ -4,12 +4,13 @@
 //! it, so a buyer never waits for units that sit one by one on other
 //! shards, and "sold out" (no unit anywhere) is exact.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use seckill_lock::Locks;
 use seckill_redis::Conn;
 
-use super::refiller::Signals;
+use super::refiller::{self, Signals};
 use super::{Layout, REFILL_WAIT, home_shard};
 use crate::error::{Error, Result};
 use crate::order::{Outcome, PurchaseRequest};
@@ -28,30 +29,58 @@ pub(crate) struct Sharded {
     shards: Vec<One>,
     /// To and from this process's refiller.
     signals: Arc<Signals>,
+    locks: Locks,
     /// This process's refiller candidate, stopped with the purchaser.
-    refiller: tokio::task::AbortHandle,
+    refiller: Mutex<tokio::task::AbortHandle>,
 }
 
 impl Drop for Sharded {
     fn drop(&mut self) {
-        self.refiller.abort();
+        self.refiller().abort();
     }
 }
 
 impl Sharded {
-    pub fn new(
-        conn: Conn,
-        layout: Layout,
-        shards: Vec<One>,
-        signals: Arc<Signals>,
-        refiller: tokio::task::AbortHandle,
-    ) -> Self {
+    /// The purchaser, with this process's refiller candidate started.
+    pub fn new(conn: Conn, locks: Locks, layout: Layout, shards: Vec<One>) -> Self {
+        let signals = Arc::new(Signals::default());
+        let refiller = Mutex::new(Self::spawn_refiller(&conn, &locks, &layout, &signals));
         Self {
             conn,
             layout,
             shards,
             signals,
+            locks,
             refiller,
+        }
+    }
+
+    fn spawn_refiller(
+        conn: &Conn,
+        locks: &Locks,
+        layout: &Layout,
+        signals: &Arc<Signals>,
+    ) -> tokio::task::AbortHandle {
+        tokio::spawn(refiller::run(
+            conn.clone(),
+            locks.clone(),
+            layout.clone(),
+            signals.clone(),
+        ))
+        .abort_handle()
+    }
+
+    fn refiller(&self) -> std::sync::MutexGuard<'_, tokio::task::AbortHandle> {
+        self.refiller.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Starts the refiller candidate again if it stopped: it stops when it
+    /// finds a part of the sale gone, and the sale may be back (restored
+    /// from SQL) while this purchaser lives.
+    fn keep_refiller(&self) {
+        let mut refiller = self.refiller();
+        if refiller.is_finished() {
+            *refiller = Self::spawn_refiller(&self.conn, &self.locks, &self.layout, &self.signals);
         }
     }
 
@@ -93,6 +122,7 @@ impl Sharded {
             if started.elapsed() + pause > REFILL_WAIT {
                 return Err(Error::StockMoving(self.layout.sale.id.clone()));
             }
+            self.keep_refiller();
             let round = self.signals.rounds.notified();
             tokio::pin!(round);
             round.as_mut().enable();
