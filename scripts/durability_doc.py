@@ -15,6 +15,7 @@ SETTINGS = [
     ("none", "no persistence (Debian's default here)"),
     ("everysec", "`appendonly yes`, `appendfsync everysec`"),
     ("always", "`appendonly yes`, `appendfsync always`"),
+    ("replica", "no persistence, a replica, `--durability replica`"),
 ]
 
 

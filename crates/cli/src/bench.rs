@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use seckill_orders::{Persister, PersisterConfig, Store, wait_drained};
 
+use crate::durability::DurabilityArgs;
 use crate::redis_benchmark;
 use crate::redis_cost::{Meter, threads_cpu_us};
 use crate::stats::{Latency, progress};
@@ -20,6 +21,8 @@ use crate::target::{RedisArgs, Target};
 pub struct Args {
     #[command(flatten)]
     redis: RedisArgs,
+    #[command(flatten)]
+    durability: DurabilityArgs,
     /// Strategy to run (lock, watch, list, lua, atomic, coalesced), or `all`
     /// for each in turn.
     #[arg(long, default_value = "all", value_parser = strategies)]
@@ -228,7 +231,8 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     let engine = Engine::connect_target(&target.redis)
         .await
         .with_context(|| format!("connecting to {}", target.redis))?
-        .with_coalescer(coalescer(&args));
+        .with_coalescer(coalescer(&args))
+        .with_durability(args.durability.get());
     let run_id = format!("{:08x}", rand::random::<u32>());
     let store = match &args.persist_to {
         Some(db) => Some(

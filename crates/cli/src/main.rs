@@ -9,6 +9,8 @@
 //!   secrets and trusted proxies.
 //! - `demo`: `seckill demo`, everything end to end on a private Redis.
 //! - `load`: `seckill load`, HTTP load on one sale, checked afterwards.
+//! - `durability`: `--durability`, when `serve` and `bench` acknowledge a
+//!   purchase.
 //! - `signals`: shutdown on SIGINT/SIGTERM.
 //! - `lock_bench`: `seckill lock-bench`, contention benchmark of the lock.
 //! - `target`: which Redis a command talks to (given URL or a private server).
@@ -24,6 +26,7 @@ mod audit;
 mod bench;
 mod credentials;
 mod demo;
+mod durability;
 mod load;
 mod lock_bench;
 mod persist;

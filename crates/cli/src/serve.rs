@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
 
+use crate::durability::DurabilityArgs;
 use crate::target::seconds;
 
 #[derive(ClapArgs)]
@@ -55,21 +56,8 @@ pub struct Args {
     /// --repair-from-sql`.
     #[arg(long)]
     restore_lost_sales: bool,
-    /// When a purchase is acknowledged: `primary` when the master has it;
-    /// `replica` once a replica has it too (`WAIT 1`), so a failover cannot
-    /// lose it; past `--replica-timeout-ms` the buyer gets a 503 and
-    /// retries with the same request id.
-    #[arg(long, value_enum, default_value_t = DurabilityArg::Primary)]
-    durability: DurabilityArg,
-    /// With `--durability replica`: longest wait for a replica, in ms.
-    #[arg(long, default_value_t = 250, value_parser = clap::value_parser!(u64).range(1..=10_000))]
-    replica_timeout_ms: u64,
-}
-
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum DurabilityArg {
-    Primary,
-    Replica,
+    #[command(flatten)]
+    durability: DurabilityArgs,
 }
 
 /// A connection deadline: above 0 (a millisecond at least), at most a day.
@@ -108,12 +96,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         },
         archive_after: crate::target::archive_after(args.archive_after)?,
         restore_lost_sales: args.restore_lost_sales,
-        durability: match args.durability {
-            DurabilityArg::Primary => seckill_engine::Durability::Primary,
-            DurabilityArg::Replica => seckill_engine::Durability::Replica {
-                timeout: std::time::Duration::from_millis(args.replica_timeout_ms),
-            },
-        },
+        durability: args.durability.get(),
     };
     let running = seckill_service::start(config)
         .await

@@ -1,0 +1,35 @@
+//! `--durability` and `--replica-timeout-ms`: when a purchase is
+//! acknowledged, for `serve` and `bench` alike.
+
+use clap::Args as ClapArgs;
+
+#[derive(ClapArgs)]
+pub struct DurabilityArgs {
+    /// When a purchase is acknowledged: `primary` when the master has it;
+    /// `replica` once a replica has it too (`WAIT 1`), so a failover cannot
+    /// lose it; past `--replica-timeout-ms` the buyer gets a 503 and
+    /// retries with the same request id.
+    #[arg(long, value_enum, default_value_t = DurabilityArg::Primary)]
+    durability: DurabilityArg,
+    /// With `--durability replica`: longest wait for a replica, in ms.
+    #[arg(long, default_value_t = 250, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    replica_timeout_ms: u64,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum DurabilityArg {
+    Primary,
+    Replica,
+}
+
+impl DurabilityArgs {
+    /// The engine's durability these arguments ask for.
+    pub fn get(&self) -> seckill_engine::Durability {
+        match self.durability {
+            DurabilityArg::Primary => seckill_engine::Durability::Primary,
+            DurabilityArg::Replica => seckill_engine::Durability::Replica {
+                timeout: std::time::Duration::from_millis(self.replica_timeout_ms),
+            },
+        }
+    }
+}
