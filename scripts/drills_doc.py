@@ -134,8 +134,8 @@ def row(d, f):
     if d == "20":
         return (
             "20", "a cluster master restarted empty mid-sale",
-            "3 masters + 3 replicas; buyers on a sale of one master and a sale of another; the first master SIGKILLed 1.5 s in and restarted at once with nothing on disk (back within the node timeout: it keeps its slots, empty, and its replica syncs from it)",
-            "as 19 for the lost sale; the other master's sale never answers `sale_lost` and loses nothing",
+            "3 masters + 3 replicas; buyers on a sale of one master and a sale of another, and a sharded sale with a shard on every master and 3 orders; the first master SIGKILLed 1.5 s in and restarted at once with nothing on disk (back within the node timeout: it keeps its slots, empty, and its replica syncs from it)",
+            "as 19 for the lost sale; the other master's sale never answers `sale_lost` and loses nothing; the sharded sale is rebuilt with its books balanced, its 3 orders kept, and sells exactly its stock",
             f"first `sale_lost` answer {n(f['first_sale_lost_answer_ms'])} ms after the kill, restored after {n(f['restored_after_ms'])} ms; "
             f"{n(f['acknowledged'])} acknowledged, {n(f['orders_in_sql'])} in SQL: **{f['acknowledged_lost_with_redis']}** acknowledged orders lost with the master; "
             f"other sale: {n(f['other_sale_acknowledged'])} acknowledged, all in SQL; 0 oversold",

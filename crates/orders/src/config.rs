@@ -62,7 +62,7 @@ impl Default for PersisterConfig {
             ),
             batch: 2_000,
             poll: Duration::from_millis(20),
-            idle_poll: Duration::from_millis(80),
+            idle_poll: Duration::from_millis(160),
             claim_idle: Duration::from_secs(5),
             housekeeping: Duration::from_millis(500),
             full_read: Duration::from_secs(300),

@@ -33,7 +33,7 @@
 //! What wakes each background task, so that what they cost follows what
 //! happens (orders, expiries), not how many sales exist:
 //! - the persister reads, every 20 ms while orders come and backing off to
-//!   80 ms when none do, the sales in each master's news set (one call per
+//!   160 ms when none do, the sales in each master's news set (one call per
 //!   master), which the engine's scripts fill as they append to a stream;
 //!   it follows the registry's log (new and removed sales) twice a second,
 //!   looks for abandoned batches when another persister goes quiet, and

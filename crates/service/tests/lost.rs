@@ -235,7 +235,7 @@ async fn a_shard_lost_alone_is_reported_under_its_sale() {
     let rig = rig(false).await;
     wait_gauge(&rig, 0.0).await;
     let (engine, store) = rig.engine_and_store().await;
-    sharded(&rig.http, &rig.admin, &engine, &store, "h").await;
+    sharded((&rig.http, &rig.admin), &engine, &store, "h", 2).await;
     let shard = engine.parts("h").await.unwrap().remove(0);
     lose(&engine, &[&shard]).await;
     wait_gauge(&rig, 1.0).await;
@@ -248,11 +248,17 @@ async fn a_shard_lost_alone_is_reported_under_its_sale() {
     rig.running.stop().await;
 }
 
-/// A sharded sale of 10 units, 1 per buyer, over 2 shards, with 3 orders
-/// in SQL and SQL knowing its shards. Answers the first order's id (of
-/// buyer `a`).
-async fn sharded(http: &Http, admin: &Http, engine: &Engine, store: &Store, id: &str) -> String {
-    let body = json!({ "id": id, "name": "x", "stock": 10, "per_user_limit": 1, "shards": 2 });
+/// A sharded sale of 10 units, 1 per buyer, over `shards` shards (on a
+/// cluster, one per master up to the masters), with 3 orders in SQL and
+/// SQL knowing its shards. Answers the first order's id (of buyer `a`).
+async fn sharded(
+    (http, admin): (&Http, &Http),
+    engine: &Engine,
+    store: &Store,
+    id: &str,
+    shards: u32,
+) -> String {
+    let body = json!({ "id": id, "name": "x", "stock": 10, "per_user_limit": 1, "shards": shards });
     let answer = admin.post("/v1/sales", &body).await.unwrap();
     assert_eq!(answer.0, StatusCode::CREATED, "{}", answer.1);
     assert_eq!(
@@ -346,7 +352,7 @@ async fn a_sharded_sale_is_rebuilt_whichever_parts_were_lost() {
     wait_gauge(&rig, 0.0).await;
     let (engine, store) = rig.engine_and_store().await;
     for (id, lost) in [("hs", "shard"), ("hp", "sale"), ("ha", "all")] {
-        let first = sharded(&rig.http, &rig.admin, &engine, &store, id).await;
+        let first = sharded((&rig.http, &rig.admin), &engine, &store, id, 2).await;
         let shards = engine.parts(id).await.unwrap();
         let parts: Vec<&str> = match lost {
             "shard" => vec![&shards[0]],
@@ -594,7 +600,7 @@ async fn drill_19_redis_restarted_empty_mid_sale() {
 /// back within the node timeout (2 s), it keeps its slots, empty, and its
 /// replica syncs the emptiness from it. That sale is restored as in drill
 /// 19; a sale on another master sells on, never answered `sale_lost`; a
-/// sharded sale (a shard on each master) is rebuilt with its books
+/// sharded sale (a shard on every master) is rebuilt with its books
 /// balanced and sells exactly its stock.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drill_20_a_cluster_master_restarted_empty() {
@@ -626,7 +632,13 @@ async fn drill_20_a_cluster_master_restarted_empty() {
         .unwrap();
     let engine = Engine::connect_target(&target).await.unwrap();
     let store = Store::open(&db).await.unwrap();
-    let first = sharded(&http, &admin, &engine, &store, "cs").await;
+    // A shard on every master: the one restarted empty holds one.
+    let first = sharded((&http, &admin), &engine, &store, "cs", 3).await;
+    let on_master = engine.parts("cs").await.unwrap().iter().any(|part| {
+        let slot = cluster.slot_of(&format!("{{sale:{part}}}")).unwrap();
+        cluster.master_of(slot).unwrap() == master
+    });
+    assert!(on_master, "no shard of the sharded sale on the master to lose");
     let (buyers, others) = (
         Buyers::start(&http, &lost_sale),
         Buyers::start(&http, &other_sale),
