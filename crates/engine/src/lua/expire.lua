@@ -14,7 +14,7 @@
 -- state is written in the same script that returns its units.
 -- Cost: 3 calls to read (HMGET, XRANGE, HMGET of the orders' states), 4-5
 -- to expire a wave whatever its size (see settle), 1 to move the cursor;
--- with the due index, 2 more (XRANGE of the next entry, ZADD or ZREM).
+-- with the due index, 2 more (XRANGE of the next entries, ZADD or ZREM).
 local function expire_sale(sale, most, due_index)
   local m = redis.call('HMGET', KEYS[1], 'gen', 'payment_timeout', 'swept', 'limit', 'n', 'q')
   if not m[1] then
@@ -25,19 +25,33 @@ local function expire_sale(sale, most, due_index)
   end
   local gen, timeout = m[1], tonumber(m[2]) * 1000
 
-  -- Files the sale in the due index under the time its first entry past the
-  -- cursor `after` comes due (an entry that is no purchase comes due early,
-  -- which costs a sweep that finds nothing), or takes it out when none is
-  -- left: a purchase after that is filed again by the persister that reads
-  -- it (read_news.lua).
+  -- Files the sale in the due index under the time its first purchase past
+  -- the cursor `after` comes due, or takes it out when none is left: a
+  -- purchase after that is filed again by the persister that reads it
+  -- (read_news.lua). Settlements and expiries between are skipped, up to
+  -- FILE_LOOK entries: each purchase on a quiet sale is followed by its
+  -- expiry, which would otherwise cost a sweep that finds nothing. Past
+  -- FILE_LOOK entries with no purchase, the last one's time files it early
+  -- (a sweep then walks the cursor past them).
+  local FILE_LOOK = 8
   local function file(after)
     if not due_index then
       return
     end
-    local next = redis.call('XRANGE', KEYS[2], after and ('(' .. after) or '-', '+', 'COUNT', 1)[1]
-    if next then
-      local at = tonumber(string.match(next[1], '^(%d+)')) + timeout
-      redis.pcall('ZADD', due_index, at, KEYS[1])
+    local next = redis.call('XRANGE', KEYS[2], after and ('(' .. after) or '-', '+',
+      'COUNT', FILE_LOOK)
+    local at
+    for _, e in ipairs(next) do
+      if e[2][1] == 'b' then
+        at = e[1]
+        break
+      end
+    end
+    if not at and #next == FILE_LOOK then
+      at = next[#next][1]
+    end
+    if at then
+      redis.pcall('ZADD', due_index, tonumber(string.match(at, '^(%d+)')) + timeout, KEYS[1])
     else
       redis.pcall('ZREM', due_index, KEYS[1])
     end

@@ -21,9 +21,9 @@
 -- nested reply was most of what a persister spent per order (7 reply
 -- values per atomic purchase; one string per batch took the persister's
 -- CPU per order from 5.5 to 2.3 us in `seckill bench --persist-to`).
--- Cost: per call TIME, HSET, SPOP; plus EXISTS per sale (see below); per sale XREADGROUP, HGET of its
--- payment timeout (which also says the sale is still there), HSET and HDEL arming
--- it (or SADD); per sale with new entries HSET of the batch, and with a
+-- Cost: per call TIME, HSET, SPOP; plus EXISTS per sale (see below); per sale XREADGROUP, HMGET of its
+-- payment timeout (which also says the sale is still there) and news set, HDEL arming
+-- it (and HSET the first time; or SADD); per sale with new entries HSET of the batch, and with a
 -- purchase ZADD filing it in the due index `<news set>:due`, where the
 -- sweeper finds it.
 local group, consumer, count = ARGV[1], ARGV[2], tonumber(ARGV[3])
@@ -83,8 +83,10 @@ for _, sale in ipairs(sales) do
       out[#out + 1] = id
       out[#out + 1] = table.concat(lines, '\n')
     end
-    -- Also says whether the sale is still there to arm.
-    local timeout = redis.call('HGET', sale, 'payment_timeout')
+    -- Also says whether the sale is still there to arm; `n` once set stays
+    -- (only `q` disarms), so it is written only the first time.
+    local m = redis.call('HMGET', sale, 'payment_timeout', 'n')
+    local timeout = m[1]
     if first_buy and timeout then
       local at = tonumber(string.match(first_buy, '^(%d+)')) + tonumber(timeout) * 1000
       redis.call('ZADD', due, 'NX', at, sale)
@@ -93,7 +95,9 @@ for _, sale in ipairs(sales) do
       redis.call('SADD', KEYS[1], sale)
       out[1] = 1
     elseif timeout then
-      redis.call('HSET', sale, 'n', KEYS[1])
+      if m[2] ~= KEYS[1] then
+        redis.call('HSET', sale, 'n', KEYS[1])
+      end
       redis.call('HDEL', sale, 'q')
     end
   end
