@@ -22,7 +22,8 @@
 //!   or its commit failed), committed by another.
 //! - `sweeper`: [`sweep_forever`], expiry of unpaid orders, woken by each
 //!   master's due index; [`sweep`], one pass over every sale.
-//! - `audit`: [`audit()`] and [`repair_from_sql`].
+//! - `audit`: [`audit()`], Redis against itself and against SQL.
+//! - `repair`: [`repair_from_sql`], a sale Redis lost rebuilt from SQL.
 //! - `archive`: [`archive()`] and [`archive_forever`]: finished sales leave
 //!   Redis and answer from SQL.
 //! - `lost`: [`watch_lost_forever`], sales Redis lost while SQL holds them
@@ -68,17 +69,19 @@ mod error;
 mod lost;
 mod news;
 mod persister;
+mod repair;
 mod store;
 mod sweeper;
 mod takeover;
 mod work;
 
 pub use archive::{Archived, archive, archive_due, archive_forever};
-pub use audit::{Finding, Report, Restored, audit, repair_from_sql};
+pub use audit::{Finding, Report, audit};
 pub use backlog::{Backlog, backlog, unpersisted, wait_drained};
 pub use config::{GROUP, PLAIN_COMMANDS, PersisterConfig};
 pub use error::{Error, Result};
 pub use lost::{LOOK_EVERY, LostSales, watch_lost_forever};
 pub use persister::Persister;
+pub use repair::{Restored, repair_from_sql};
 pub use store::{Store, StoredOrder, StoredSale};
 pub use sweeper::{FULL_SWEEP, SWEEP_EVERY, sweep, sweep_forever};

@@ -24,9 +24,9 @@ use std::time::{Duration, Instant};
 use redis::AsyncCommands;
 use seckill_engine::Engine;
 
-use crate::audit::repair_from_sql;
 use crate::error::Result;
 use crate::news::Topology;
+use crate::repair::repair_from_sql;
 use crate::store::Store;
 
 /// How often the masters' marks are asked for.

@@ -638,7 +638,10 @@ async fn drill_20_a_cluster_master_restarted_empty() {
         let slot = cluster.slot_of(&format!("{{sale:{part}}}")).unwrap();
         cluster.master_of(slot).unwrap() == master
     });
-    assert!(on_master, "no shard of the sharded sale on the master to lose");
+    assert!(
+        on_master,
+        "no shard of the sharded sale on the master to lose"
+    );
     let (buyers, others) = (
         Buyers::start(&http, &lost_sale),
         Buyers::start(&http, &other_sale),
