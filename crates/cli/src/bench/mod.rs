@@ -1,21 +1,31 @@
 //! `seckill bench`: M buyers race for N units through each strategy; every
 //! run is verified against Redis and the order records.
+//!
+//! Here the arguments and the runs (plain, sharded, with the persister);
+//! `rows` what a run reports, `table` how the terminal shows it, `compare`
+//! the `redis-benchmark` baselines of `--compare`.
 
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
-use seckill_engine::bench::{Verdict, race, verify};
+use seckill_engine::bench::{race, verify};
 use seckill_engine::{CoalescerConfig, Engine, Inventory, PurchaseRequest, SaleSpec, Strategy};
-use serde::Serialize;
 
 use seckill_orders::{Persister, PersisterConfig, Store, wait_drained};
 
+mod compare;
+mod rows;
+mod table;
+
+use compare::compare;
+use rows::{MasterShare, Persisted, Row, ShardRow, ShardedRun};
+use table::print_table;
+
 use crate::durability::DurabilityArgs;
-use crate::redis_benchmark;
 use crate::redis_cost::{Meter, threads_cpu_us};
 use crate::stats::{Latency, progress};
-use crate::target::{RedisArgs, Target};
+use crate::target::RedisArgs;
 
 #[derive(ClapArgs)]
 pub struct Args {
@@ -91,65 +101,6 @@ fn strategies(name: &str) -> Result<Strategies, String> {
         })
 }
 
-#[derive(Serialize)]
-struct Row {
-    strategy: &'static str,
-    stock: u64,
-    buyers: u64,
-    concurrency: u32,
-    sold: u64,
-    oversold: u64,
-    undersold: u64,
-    limit_violations: u64,
-    errors: u64,
-    /// Buyers of a sharded sale answered 503 `stock_moving` after waiting
-    /// their bound for units (nothing bought).
-    #[serde(skip_serializing_if = "is_zero")]
-    stock_moving: u64,
-    seconds: f64,
-    purchases_per_s: f64,
-    attempts_per_s: f64,
-    p50_ms: f64,
-    p99_ms: f64,
-    /// Redis command time per purchase call answered, µs (script calls plus
-    /// the strategy's plain commands, from `INFO commandstats`).
-    redis_us_per_purchase: Option<f64>,
-    /// `redis-server` process CPU per purchase call answered, µs, where the
-    /// server is local.
-    redis_cpu_us_per_purchase: Option<f64>,
-    /// On a cluster: `redis_us_per_purchase` split by master.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    redis_us_per_purchase_by_master: Vec<MasterShare>,
-    /// A sharded sale: each shard, and the transfers between them.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    sharded: Option<ShardedRun>,
-    /// With `--plot`: latency at evenly spaced quantiles.
-    #[serde(skip)]
-    cdf: Vec<(f64, f64)>,
-    /// With `--persist-to`: what persisting the orders cost.
-    #[serde(flatten)]
-    persisted: Option<Persisted>,
-    verdict: Verdict,
-    ok: bool,
-}
-
-/// The persister's share of a `--persist-to` run, per order it wrote.
-#[derive(Serialize)]
-struct Persisted {
-    /// From the last answer to an empty backlog.
-    #[serde(rename = "persist_drain_ms")]
-    drain_ms: f64,
-    /// Orders of this sale in SQL.
-    #[serde(rename = "persisted_orders")]
-    orders: u64,
-    /// Redis command time of the persister's commands (`INFO commandstats`).
-    #[serde(rename = "persist_redis_us_per_order")]
-    redis_us_per_order: Option<f64>,
-    /// CPU of the persister's threads: its runtime's and SQLite's workers.
-    #[serde(rename = "persist_cpu_us_per_order")]
-    cpu_us_per_order: Option<f64>,
-}
-
 /// The persister's share of Redis time in a run: its plain commands but the
 /// two the bench's own wait for the drain sends too (`XINFO GROUPS`,
 /// `HGETALL`; the persister sends them twice a second), and the
@@ -166,47 +117,6 @@ fn persister_commands() -> Vec<&'static str> {
 /// Names of the threads the persister runs on in `bench`: its own, and
 /// sqlx's SQLite connection workers (`sqlx-sqlite-worker-N`, truncated).
 const PERSISTER_THREADS: &[&str] = &["seckill-persist", "sqlx-sqlite-wor"];
-
-/// What the shards of a sharded run did.
-#[derive(Serialize)]
-struct ShardedRun {
-    /// Transfers from the pool.
-    refills: u64,
-    /// Transfers from one shard to another.
-    give_backs: u64,
-    /// What did not add up across pool, transfers and shards (none).
-    problems: Vec<String>,
-    shards: Vec<ShardRow>,
-}
-
-#[derive(Serialize)]
-struct ShardRow {
-    id: String,
-    /// The master serving it.
-    master: String,
-    sold: u64,
-}
-
-/// One master's share of a run's Redis time, per purchase.
-#[derive(Serialize)]
-struct MasterShare {
-    master: String,
-    redis_us: f64,
-}
-
-#[derive(Serialize)]
-struct Baseline {
-    baseline: String,
-    /// On a cluster, the master it ran on (`redis-benchmark` talks to the
-    /// master of its sale's slot).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    master: Option<String>,
-    clients: u32,
-    pipeline: u32,
-    requests_per_s: f64,
-    /// Redis command time per script call, µs.
-    redis_us_per_call: Option<f64>,
-}
 
 pub async fn run(args: Args) -> Result<ExitCode> {
     // Refused or skipped before any Redis starts.
@@ -448,10 +358,6 @@ async fn sharded_run(
     })
 }
 
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
-
 fn coalescer(args: &Args) -> CoalescerConfig {
     let default = CoalescerConfig::default();
     CoalescerConfig {
@@ -519,302 +425,4 @@ fn buyers(count: u64, shards: u32, skew: bool) -> Vec<PurchaseRequest> {
             PurchaseRequest::new(&user).request_id(&format!("r{i}"))
         })
         .collect()
-}
-
-/// `redis-benchmark` running the classic check+DECR and the full purchase
-/// script against a sale with stock enough never to sell out: the engine
-/// builds both command lines from its own keys. Each baseline also reports
-/// the Redis command time per call it cost.
-async fn compare(engine: &Engine, target: &Target, run_id: &str) -> Result<Vec<Baseline>> {
-    let classic_sale = format!("rb-{run_id}-classic");
-    let full_sale = format!("rb-{run_id}-full");
-    engine
-        .create_sale(
-            &SaleSpec::new(&classic_sale, seckill_engine::MAX_STOCK)
-                .inventory(Strategy::Lua.inventory()),
-        )
-        .await?;
-    engine
-        .create_sale(
-            &SaleSpec::new(&full_sale, seckill_engine::MAX_STOCK)
-                .inventory(Strategy::Atomic.inventory()),
-        )
-        .await?;
-    let classic = engine.classic_decr_command(&classic_sale).await?;
-    let full = engine
-        .purchase_command(&full_sale, "u__rand_int__", "r__rand_int__")
-        .await?;
-    // Two sales: the refusal's read runs on a small sale, as the refusals
-    // below do, not on one the purchase floor filled.
-    let floor_sale = format!("rb-{run_id}-floor");
-    let floor_read_sale = format!("rb-{run_id}-floor-read");
-    for sale in [&floor_sale, &floor_read_sale] {
-        engine
-            .create_sale(&SaleSpec::new(sale, seckill_engine::MAX_STOCK))
-            .await?;
-    }
-    let floor = engine.floor_command(&floor_sale, false).await?;
-    let floor_refusal = engine.floor_command(&floor_read_sale, true).await?;
-    let refusals = refusal_commands(engine, run_id).await?;
-    let mut runs: Vec<(&str, &Vec<String>, &[u32])> = vec![
-        ("classic check+DECR script", &classic, &[1, 16]),
-        ("full purchase script", &full, &[1, 16]),
-        (FLOOR_PURCHASE, &floor, &[16]),
-        (FLOOR_REFUSAL, &floor_refusal, &[16]),
-    ];
-    for (name, _, command) in &refusals {
-        runs.push((name, command, &[16]));
-    }
-    let mut baselines = Vec::new();
-    let requests = 200_000;
-    for (name, command, pipelines) in runs {
-        let command: Vec<&str> = command.iter().map(String::as_str).collect();
-        // FCALL|EVALSHA <name> <numkeys> <first key> …: on a cluster,
-        // redis-benchmark talks straight to the master of that key's slot.
-        let master = target.redis.master_of(command[3]).await?;
-        for &pipeline in pipelines {
-            let mut meter = Meter::start(&target.redis).await?;
-            let rps = redis_benchmark::rps(&master, 50, pipeline, requests, &command)?;
-            let cost = meter.read(&[]).await?.per(requests);
-            baselines.push(Baseline {
-                baseline: format!("redis-benchmark {name}"),
-                master: target.redis.is_cluster().then(|| master.addr()),
-                clients: 50,
-                pipeline,
-                requests_per_s: rps,
-                redis_us_per_call: cost.map(|c| c.0),
-            });
-        }
-    }
-    // The full purchase must have sold on (nearly) every call: its random
-    // request ids repeat by chance about 20 times in each run of 200,000,
-    // and a repeat is answered with the earlier order.
-    let full_orders = engine.stream_events(&full_sale).await?;
-    anyhow::ensure!(
-        full_orders >= 2 * requests * 999 / 1000,
-        "full purchase sale {full_sale} holds {full_orders} orders after {} calls",
-        2 * requests
-    );
-    // The purchase floor must have written an order per call, and the
-    // refusal's read none, or they measured less than they say.
-    for (sale, expected) in [(&floor_sale, requests), (&floor_read_sale, 0)] {
-        let events = engine.stream_events(sale).await?;
-        anyhow::ensure!(
-            events == expected,
-            "floor sale {sale} holds {events} orders, not {expected}"
-        );
-    }
-    for (name, sale, _) in &refusals {
-        // Each refusal baseline must have refused: its sale holds only the
-        // order made to set it up.
-        let events = engine.stream_events(sale).await?;
-        anyhow::ensure!(
-            events == 1,
-            "baseline `{name}`'s sale holds {events} orders, not the 1 made to set it up"
-        );
-        engine.delete_sale(sale).await?;
-    }
-    engine.delete_sale(&classic_sale).await?;
-    engine.delete_sale(&full_sale).await?;
-    engine.delete_sale(&floor_sale).await?;
-    engine.delete_sale(&floor_read_sale).await?;
-    Ok(baselines)
-}
-
-/// Baseline names of the floors: what the commands a purchase sends cost
-/// Redis alone, without any of the purchase's logic.
-const FLOOR_PURCHASE: &str = "floor: a purchase's three commands alone";
-const FLOOR_REFUSAL: &str = "floor: a refusal's read alone";
-
-/// Purchase script command lines that every call answers with a refusal,
-/// as (baseline name, sale, command): the sale sold out, the buyer over
-/// the limit, the request id already used (answered with its order).
-async fn refusal_commands(
-    engine: &Engine,
-    run_id: &str,
-) -> Result<Vec<(&'static str, String, Vec<String>)>> {
-    let sold_out = format!("rb-{run_id}-sold-out");
-    let limited = format!("rb-{run_id}-limit");
-    let repeated = format!("rb-{run_id}-repeat");
-    engine.create_sale(&SaleSpec::new(&sold_out, 1)).await?;
-    let mut spec = SaleSpec::new(&limited, seckill_engine::MAX_STOCK);
-    spec.per_user_limit = Some(1);
-    engine.create_sale(&spec).await?;
-    engine
-        .create_sale(&SaleSpec::new(&repeated, seckill_engine::MAX_STOCK))
-        .await?;
-    for sale in [&sold_out, &limited, &repeated] {
-        let outcome = engine
-            .purchaser(Strategy::Atomic, sale)
-            .await?
-            .purchase(&PurchaseRequest::new("buyer").request_id("first"))
-            .await?;
-        anyhow::ensure!(
-            matches!(outcome, seckill_engine::Outcome::Ok(_)),
-            "setting up refusal baselines: {outcome:?}"
-        );
-    }
-    Ok(vec![
-        (
-            "purchase script refusing: sold out",
-            sold_out.clone(),
-            engine
-                .purchase_command(&sold_out, "u__rand_int__", "r__rand_int__")
-                .await?,
-        ),
-        (
-            "purchase script refusing: over the limit",
-            limited.clone(),
-            engine
-                .purchase_command(&limited, "buyer", "r__rand_int__")
-                .await?,
-        ),
-        (
-            "purchase script answering a repeated request id",
-            repeated.clone(),
-            engine
-                .purchase_command(&repeated, "u__rand_int__", "first")
-                .await?,
-        ),
-    ])
-}
-
-fn print_table(rows: &[Row], baselines: &[Baseline]) {
-    println!(
-        "{:<10} {:>8} {:>8} {:>8} {:>8} {:>9} {:>6} {:>6} {:>8} {:>11} {:>11} {:>8} {:>8} {:>8} {:>8} {:>4}",
-        "strategy",
-        "stock",
-        "buyers",
-        "sold",
-        "oversold",
-        "undersold",
-        "limit",
-        "errors",
-        "seconds",
-        "purchases/s",
-        "attempts/s",
-        "p50 ms",
-        "p99 ms",
-        "redis µs",
-        "cpu µs",
-        "ok"
-    );
-    for r in rows {
-        if let Some(p) = &r.persisted {
-            println!(
-                "{:<10} persisted {} orders; backlog drained {:.0} ms after the last answer; \
-                 per order: {} µs of persister CPU, {} µs of Redis",
-                r.strategy,
-                p.orders,
-                p.drain_ms,
-                micros(p.cpu_us_per_order),
-                micros(p.redis_us_per_order),
-            );
-        }
-    }
-    for r in rows {
-        println!(
-            "{:<10} {:>8} {:>8} {:>8} {:>8} {:>9} {:>6} {:>6} {:>8.3} {:>11.0} {:>11.0} {:>8.3} {:>8.3} {:>8} {:>8} {:>4}",
-            r.strategy,
-            r.stock,
-            r.buyers,
-            r.sold,
-            r.oversold,
-            r.undersold,
-            r.limit_violations,
-            r.errors,
-            r.seconds,
-            r.purchases_per_s,
-            r.attempts_per_s,
-            r.p50_ms,
-            r.p99_ms,
-            micros(r.redis_us_per_purchase),
-            micros(r.redis_cpu_us_per_purchase),
-            if r.ok { "yes" } else { "NO" }
-        );
-    }
-    for r in rows {
-        if !r.redis_us_per_purchase_by_master.is_empty() {
-            let shares: Vec<String> = r
-                .redis_us_per_purchase_by_master
-                .iter()
-                .map(|m| format!("{} {:.2}", m.master, m.redis_us))
-                .collect();
-            println!(
-                "{:<10} redis µs per purchase by master: {}",
-                r.strategy,
-                shares.join(", ")
-            );
-        }
-        if let Some(sharded) = &r.sharded {
-            let shards: Vec<String> = sharded
-                .shards
-                .iter()
-                .map(|s| format!("{} on {} sold {}", s.id, s.master, s.sold))
-                .collect();
-            println!(
-                "{:<10} {} refills, {} give-backs, {} buyers answered stock_moving; {}{}",
-                r.strategy,
-                sharded.refills,
-                sharded.give_backs,
-                r.stock_moving,
-                shards.join(", "),
-                if sharded.problems.is_empty() {
-                    String::new()
-                } else {
-                    format!("; BOOKS DO NOT ADD UP: {}", sharded.problems.join("; "))
-                }
-            );
-        }
-    }
-    if baselines.is_empty() {
-        return;
-    }
-    println!();
-    let full_p16 = baselines
-        .iter()
-        .find(|b| b.baseline.ends_with("full purchase script") && b.pipeline == 16)
-        .map(|b| b.requests_per_s);
-    for b in baselines {
-        println!(
-            "{:<45} {:>3} clients  -P {:<2} {:>10.0} requests/s {:>8} redis µs per call{}",
-            b.baseline,
-            b.clients,
-            b.pipeline,
-            b.requests_per_s,
-            micros(b.redis_us_per_call),
-            b.master
-                .as_ref()
-                .map_or_else(String::new, |m| format!(" (on {m})"))
-        );
-    }
-    if let Some(full) = full_p16 {
-        for r in rows {
-            println!(
-                "{:<10} reaches {:.2}x of redis-benchmark's full purchase script at -P 16",
-                r.strategy,
-                r.purchases_per_s / full
-            );
-        }
-    }
-    let floor = baselines
-        .iter()
-        .find(|b| b.baseline.ends_with(FLOOR_PURCHASE))
-        .and_then(|b| b.redis_us_per_call);
-    if let Some(floor) = floor {
-        for r in rows {
-            if let Some(us) = r.redis_us_per_purchase {
-                println!(
-                    "{:<10} costs Redis {:.2}x the floor of a purchase's commands ({floor:.2} µs)",
-                    r.strategy,
-                    us / floor
-                );
-            }
-        }
-    }
-}
-
-/// A µs figure for the table, `-` when there is none.
-fn micros(us: Option<f64>) -> String {
-    us.map_or_else(|| "-".to_owned(), |us| format!("{us:.2}"))
 }
