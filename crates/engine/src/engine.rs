@@ -1,18 +1,15 @@
-//! [`Engine`]: one connection to Redis, and purchasers on it. What it does
-//! with sales is split by concern: `sales` (admin), `lifecycle` (orders
-//! after purchase), `inspect` (reading a sale back), `restore` (rebuilding
-//! from SQL), `bench` (benchmark commands).
+//! [`Engine`]: one connection to Redis and what it is made with. What it
+//! does is in the modules above this one, each an `impl Engine` of its own
+//! concern: `sales` (admin), `lifecycle` (orders after purchase), `inspect`
+//! (reading a sale back), `restore` (rebuilding from SQL), `shard`
+//! (sharded sales), `purchaser` (buying).
 
-use futures_util::future::try_join_all;
 use seckill_redis::{Conn, Target};
 
 use crate::durability::Durability;
 use crate::error::Result;
 use crate::keys::SaleKeys;
-use crate::sale::Sale;
-use crate::shard::Layout;
-use crate::shard::purchaser::Sharded;
-use crate::strategy::{CoalescerConfig, Ctx, One, Purchaser, Strategy};
+use crate::strategy::CoalescerConfig;
 
 /// The sale engine. Cheap to clone.
 ///
@@ -29,12 +26,12 @@ pub struct Engine {
     pub(crate) conn: Conn,
     /// For the classic `watch` strategy, which needs connections of its
     /// own to one server; `None` on a cluster.
-    client: Option<redis::Client>,
+    pub(crate) client: Option<redis::Client>,
     target: Target,
     /// Made on first use by the `lock` strategy: it needs a subscription.
     locks: std::sync::Arc<tokio::sync::OnceCell<seckill_lock::Locks>>,
-    coalescer: CoalescerConfig,
-    durability: Durability,
+    pub(crate) coalescer: CoalescerConfig,
+    pub(crate) durability: Durability,
 }
 
 impl std::fmt::Debug for Engine {
@@ -126,68 +123,6 @@ impl Engine {
     /// [`Conn::ping`]).
     pub async fn ping(&self) -> Result<()> {
         Ok(self.conn.clone().ping().await?)
-    }
-
-    /// A purchaser of sale `id` with `strategy`. Reads the sale once: the
-    /// baselines check its window against this snapshot.
-    ///
-    /// For a sharded sale (`atomic` or `coalesced` only): one purchaser per
-    /// shard behind one, and this process's refiller candidate for the
-    /// sale, which runs as long as the purchaser lives.
-    pub async fn purchaser(&self, strategy: Strategy, id: &str) -> Result<Purchaser> {
-        let sale = self.sale(id).await?;
-        if sale.sharding.is_some() {
-            return self.sharded_purchaser(strategy, &sale).await;
-        }
-        let ctx = Ctx {
-            conn: self.conn.clone(),
-            keys: SaleKeys::new(id)?,
-            sale,
-        };
-        let locks = match strategy {
-            Strategy::Lock => Some(self.locks().await?),
-            _ => None,
-        };
-        let per_user_limit = ctx.sale.per_user_limit;
-        let one = One::new(
-            strategy,
-            ctx,
-            locks,
-            self.client.as_ref(),
-            self.coalescer,
-            self.durability,
-        )?;
-        Ok(Purchaser::one(one, per_user_limit))
-    }
-
-    async fn sharded_purchaser(&self, strategy: Strategy, sale: &Sale) -> Result<Purchaser> {
-        if !matches!(strategy, Strategy::Atomic | Strategy::Coalesced) {
-            return Err(crate::Error::Unsupported {
-                strategy: strategy.name(),
-                sale: sale.id.clone(),
-                reason: "a sharded sale sells through `atomic` or `coalesced`",
-            });
-        }
-        let layout = Layout::of(sale)?;
-        let reads = layout.shards.iter().map(|keys| self.sale(&keys.id));
-        let mut shards = Vec::with_capacity(layout.shards.len());
-        for (keys, shard) in layout.shards.iter().zip(try_join_all(reads).await?) {
-            let ctx = Ctx {
-                conn: self.conn.clone(),
-                keys: keys.clone(),
-                sale: shard,
-            };
-            shards.push(One::new(
-                strategy,
-                ctx,
-                None,
-                None,
-                self.coalescer,
-                self.durability,
-            )?);
-        }
-        let sharded = Sharded::new(self.conn.clone(), self.locks().await?, layout, shards);
-        Ok(Purchaser::sharded(strategy, sale.per_user_limit, sharded))
     }
 
     /// The engine's locks, made on first use: they need a subscription.

@@ -38,7 +38,7 @@ pub enum Error {
         /// The order that refused the change.
         order_id: String,
         /// The state it is already in.
-        state: crate::lifecycle::OrderState,
+        state: crate::state::OrderState,
     },
 
     /// `create_sale` with an id that is already taken; nothing was changed.

@@ -8,8 +8,9 @@ use seckill_redis::Conn;
 
 use crate::engine::Engine;
 use crate::error::Result;
-use crate::event::{Event, StreamEntry, entry_number, next_entry_id};
+use crate::event::{Event, StreamEntry};
 use crate::keys::SaleKeys;
+use crate::order_id::{entry_number, next_entry_id};
 use crate::records::{self, LedgerEntry};
 
 impl Engine {

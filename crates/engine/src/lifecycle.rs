@@ -6,58 +6,19 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
+use crate::codec::order::{Settled, Transition};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::event::{Event, OrderId, StreamEntry};
+use crate::event::{Event, StreamEntry};
 use crate::inspect::stream_events;
 use crate::keys::SaleKeys;
+use crate::order_id::OrderId;
 use crate::scripts::LIBRARY;
+use crate::state::OrderState;
 
 /// Most stream entries one sale's sweep looks at in [`Engine::expire_due_in`],
 /// so a large expiry wave never holds Redis long.
 const EXPIRE_PER_CALL: u32 = 500;
-
-/// Where an order stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OrderState {
-    /// Bought, holding its units, waiting to be paid by its pay-by time.
-    PendingPayment,
-    /// Paid: the units are the buyer's for good.
-    Paid,
-    /// Cancelled before payment; its units went back to the sale.
-    Cancelled,
-    /// Not paid in time; its units went back to the sale.
-    Expired,
-}
-
-impl OrderState {
-    /// The snake_case name, as stored in Redis and serialized.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::PendingPayment => "pending_payment",
-            Self::Paid => "paid",
-            Self::Cancelled => "cancelled",
-            Self::Expired => "expired",
-        }
-    }
-
-    /// The state [`OrderState::as_str`] names; `None` for any other text.
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "pending_payment" => Self::PendingPayment,
-            "paid" => Self::Paid,
-            "cancelled" => Self::Cancelled,
-            "expired" => Self::Expired,
-            _ => return None,
-        })
-    }
-
-    /// Whether the order still holds its units.
-    pub fn is_live(self) -> bool {
-        matches!(self, Self::PendingPayment | Self::Paid)
-    }
-}
 
 /// An order as Redis holds it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -77,17 +38,14 @@ pub struct OrderInfo {
 }
 
 impl OrderInfo {
-    /// An order from its settled value `<state>|<user>|<qty>`.
+    /// An order from its settled value (see `codec::order`).
     pub(crate) fn settled(order: &OrderId, value: &str, payment_timeout_ms: u64) -> Option<Self> {
-        let mut parts = value.split('|');
-        let state = OrderState::parse(parts.next()?)?;
-        let user_id = parts.next()?.to_owned();
-        let quantity = parts.next()?.parse().ok()?;
+        let s = Settled::read(value)?;
         Some(Self::new(
             order,
-            user_id,
-            quantity,
-            state,
+            s.user_id,
+            s.quantity,
+            s.state,
             payment_timeout_ms,
         ))
     }
@@ -110,42 +68,23 @@ impl OrderInfo {
     }
 }
 
-/// Turns a lifecycle script's answer into the order's state or an error.
-pub(crate) fn transition(order_id: &str, answer: &str) -> Result<OrderState> {
-    if answer == "not_found" {
-        return Err(Error::OrderNotFound(order_id.to_owned()));
-    }
-    if let Some(state) = answer.strip_prefix("refused|") {
-        let state = OrderState::parse(state).ok_or_else(|| unexpected(answer))?;
-        return Err(Error::OrderConflict {
-            order_id: order_id.to_owned(),
-            state,
-        });
-    }
-    OrderState::parse(answer).ok_or_else(|| unexpected(answer))
-}
-
 /// The id of an order asked for by a client: one written as order ids are
 /// ([`crate::is_order_id_shaped`]) but not of this system's form names no
 /// order (`OrderNotFound`); any other is `Invalid`.
 fn known(order_id: &str) -> Result<OrderId> {
     order_id.parse().map_err(|_: Error| {
-        if crate::event::is_order_id_shaped(order_id) {
+        if crate::order_id::is_order_id_shaped(order_id) {
             Error::OrderNotFound(order_id.to_owned())
         } else {
             Error::Invalid {
                 field: "order_id",
                 reason: format!(
                     "must be 1-{} characters of A-Z a-z 0-9 _ ~ -",
-                    crate::event::MAX_ORDER_ID_LEN
+                    crate::order_id::MAX_ORDER_ID_LEN
                 ),
             }
         }
     })
-}
-
-fn unexpected(answer: &str) -> Error {
-    Error::Batch(format!("unexpected order script answer: {answer:?}"))
 }
 
 impl Engine {
@@ -160,7 +99,7 @@ impl Engine {
             .arg(op)
             .invoke(&mut self.conn.clone())
             .await?;
-        let state = transition(order_id, &answer);
+        let state = Transition::read(&answer)?.into_result(order_id);
         // Units went back: cancelled now, or expired by this very call (a
         // late pay or cancel expires the order first).
         let returned = match &state {

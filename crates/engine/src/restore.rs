@@ -4,10 +4,11 @@ use std::collections::HashMap;
 
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::event::OrderId;
 use crate::keys::SaleKeys;
-use crate::lifecycle::{OrderInfo, OrderState};
+use crate::lifecycle::OrderInfo;
+use crate::order_id::OrderId;
 use crate::sale::{Sale, SaleSpec};
+use crate::state::OrderState;
 
 /// An order to write back with [`Engine::restore_sale`].
 #[derive(Clone, Debug)]

@@ -9,16 +9,17 @@
 //! several independent masters. On a Redis Cluster each lock lives on the
 //! master of its hash slot.
 //!
-//! Modules:
+//! Modules, each importing only those listed below it:
+//! - `acquire`: taking a [`Lock`], which hands out [`Guard`]s.
+//! - `guard`: [`Guard`] (a held lock), [`LostSignal`], the watchdog.
 //! - `locks`: [`Locks`] (connection and settings) and [`Lock`] (one name).
 //! - `backend`: one server or a Redlock quorum, every operation dispatched once.
-//! - `lease`: how long a grant is surely valid; clock-drift margins.
-//! - `guard`: [`Guard`] (a held lock), [`LostSignal`], the watchdog.
+//! - `redlock`: the quorum algorithm over N masters.
 //! - `single`: the one-server algorithm: queue, hand-off, polling fallback.
 //! - `notify`: routes hand-off notifications to waiting tasks.
-//! - `redlock`: the quorum algorithm over N masters.
-//! - `keys`: key layout, name checks, random tokens.
 //! - `scripts`: the Lua (`src/lua/*.lua`), one Redis Functions library.
+//! - `lease`: how long a grant is surely valid; clock-drift margins.
+//! - `keys`: key layout, name checks, random tokens.
 //! - `error`: [`Error`], the one error type.
 //!
 //! ```no_run
@@ -35,6 +36,7 @@
 
 #![warn(missing_docs, missing_debug_implementations)]
 
+mod acquire;
 mod backend;
 mod error;
 mod guard;

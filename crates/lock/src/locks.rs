@@ -2,15 +2,13 @@
 //! set of masters) and [`Lock`] (one named lock with its settings).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use seckill_redis::Target;
 
 use crate::backend::Backend;
 use crate::error::{Error, Result};
-use crate::guard::Guard;
 use crate::keys::{self, Keys};
-use crate::lease::valid_until;
 use crate::redlock::Quorum;
 use crate::single::Single;
 
@@ -175,38 +173,6 @@ impl Lock {
         &self.keys.name
     }
 
-    /// Takes the lock if it is free now; `Ok(None)` when someone holds it.
-    pub async fn try_acquire(&self) -> Result<Option<Guard>> {
-        self.check_lease()?;
-        let token = keys::token();
-        let pending = Pending::new(self, &token);
-        let started = Instant::now();
-        let fence = self
-            .locks
-            .backend()
-            .try_grant(&self.keys, &token, self.lease)
-            .await;
-        pending.settle(&fence);
-        let until = valid_until(started, self.lease, self.lease);
-        Ok(fence?.map(|fence| Guard::new(self.clone(), token, fence, until)))
-    }
-
-    /// Waits up to `timeout` for the lock. On one server, waiters are served
-    /// in arrival order and woken by the release itself.
-    pub async fn acquire(&self, timeout: Duration) -> Result<Guard> {
-        self.check_lease()?;
-        let token = keys::token();
-        let pending = Pending::new(self, &token);
-        let grant = self
-            .locks
-            .backend()
-            .wait_grant(&self.keys, &token, self.lease, timeout)
-            .await;
-        pending.settle(&grant);
-        let (fence, until) = grant?;
-        Ok(Guard::new(self.clone(), token, fence, until))
-    }
-
     /// Makes every fence handed out from now on greater than `floor`: for
     /// data a holder wrote with its fence that outlived the lock's counter
     /// (a Redis that lost the counter, data rebuilt from elsewhere), so the
@@ -224,63 +190,11 @@ impl Lock {
         self.locks.backend().raise_fence(&self.keys, floor).await
     }
 
-    fn check_lease(&self) -> Result<()> {
-        if self.lease < MIN_LEASE || self.lease > MAX_LEASE {
-            return Err(Error::Invalid {
-                what: "lease",
-                reason: format!(
-                    "{:?} is not within {MIN_LEASE:?}..={MAX_LEASE:?}",
-                    self.lease
-                ),
-            });
-        }
-        Ok(())
-    }
-
     pub(crate) async fn release(&self, token: &str) -> Result<bool> {
         self.locks.backend().release(&self.keys, token).await
     }
 
     pub(crate) async fn extend(&self, token: &str, lease: Duration) -> Result<bool> {
         self.locks.backend().extend(&self.keys, token, lease).await
-    }
-}
-
-/// An acquire in flight. If it is cancelled (its future dropped) or fails
-/// on a Redis error, the grant or queue entry it may have left behind is
-/// cleaned up in the background, so no lock waits out a lease for nobody.
-struct Pending {
-    lock: Option<(Lock, String)>,
-}
-
-impl Pending {
-    fn new(lock: &Lock, token: &str) -> Self {
-        Self {
-            lock: Some((lock.clone(), token.to_owned())),
-        }
-    }
-
-    /// Outcomes that leave nothing behind disarm the clean-up.
-    fn settle<T>(mut self, outcome: &Result<T>) {
-        if !matches!(outcome, Err(Error::Redis(_))) {
-            self.lock = None;
-        }
-    }
-}
-
-impl Drop for Pending {
-    fn drop(&mut self) {
-        let Some((lock, token)) = self.lock.take() else {
-            return;
-        };
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        runtime.spawn(async move {
-            let outcome = lock.locks.backend().abandon(&lock.keys, &token).await;
-            if let Err(e) = outcome {
-                tracing::warn!(lock = %lock.keys.name, error = %e, "clean-up of an abandoned acquire failed");
-            }
-        });
     }
 }

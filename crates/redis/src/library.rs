@@ -190,6 +190,18 @@ impl Call<'_> {
         self
     }
 
+    /// The call as words, `FCALL <function> <numkeys> <keys…> <args…>`:
+    /// a command line for tools such as `redis-benchmark`.
+    pub fn words(&self) -> Vec<String> {
+        self.cmd
+            .args_iter()
+            .map(|arg| match arg {
+                Arg::Simple(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+                _ => String::new(),
+            })
+            .collect()
+    }
+
     /// Sends the call, loading the library first if the node that runs it
     /// lacks it.
     pub async fn invoke<T: FromRedisValue>(&self, conn: &mut Conn) -> RedisResult<T> {
@@ -246,5 +258,11 @@ mod tests {
         let version = a.name().strip_prefix("t_").unwrap();
         assert_eq!(a.function_name("f"), format!("f_{version}"));
         assert!(a.code().starts_with(&format!("#!lua name=t_{version}\n")));
+        let mut call = a.call("f", &["k"]);
+        call.arg("x").arg(7);
+        assert_eq!(
+            call.words(),
+            ["FCALL", a.function_name("f"), "1", "k", "x", "7"]
+        );
     }
 }

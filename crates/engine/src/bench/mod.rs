@@ -16,8 +16,9 @@ use std::sync::LazyLock;
 
 use seckill_redis::Library;
 
+use crate::codec::purchase::PurchaseArgs;
+use crate::order::PurchaseRequest;
 use crate::scripts::{CLASSIC_DECR, LIBRARY};
-use crate::strategy::atomic;
 
 /// `lua/floor.lua`, in a library of its own: the engine's library stays
 /// what production loads.
@@ -44,13 +45,10 @@ impl Engine {
         LIBRARY
             .load(&mut self.conn.clone(), keys.sale.as_bytes())
             .await?;
-        let name = LIBRARY.function_name("purchase").to_owned();
-        let mut command = vec!["FCALL".to_owned(), name, "2".to_owned()];
-        command.extend(keys.purchase().map(str::to_owned));
-        atomic::SaleArgs::new(&sale).each(user, "1", request_id, |arg| {
-            command.push(arg.to_owned());
-        });
-        Ok(command)
+        let mut call = LIBRARY.call("purchase", &keys.purchase());
+        let req = PurchaseRequest::new(user).request_id(request_id);
+        PurchaseArgs::new(&sale).write(&mut call, [&req]);
+        Ok(call.words())
     }
 
     /// The command line of the floor under a purchase (`lua/floor.lua`):

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use super::verify::Demand;
 use crate::order::{Outcome, PurchaseRequest};
-use crate::strategy::Purchaser;
+use crate::purchaser::Purchaser;
 
 /// What happened in a race.
 #[derive(Debug, Default)]

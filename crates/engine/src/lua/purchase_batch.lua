@@ -1,9 +1,11 @@
 -- Many purchases in one call (the `coalesced` strategy), each answered
 -- exactly as purchase.lua would have answered it alone, in order.
 -- KEYS: 1 sale hash  2 order stream.
--- ARGV: generation, limit (0 = none), start ms (0 = none), then user,
---       quantity, request id ('' = none), repeated per purchase. The end is
---       read from the sale's hash, as purchase.lua reads it.
+-- ARGV: as purchase.lua's, a purchase being a batch of one: generation,
+--       then user, quantity, request id ('' = none) per purchase, then the
+--       limit (0 = none) and start ms only for a sale with them (as many
+--       as the count past the triples says). The end is read from the
+--       sale's hash, as purchase.lua reads it.
 -- Returns { entry id or '' if nothing sold, one answer per purchase }: an
 -- answer is the order's number i in that entry (an integer; the order is
 -- "<entry>-<i>"), the stored "<ms>-<n>-<i>|<qty>" of an earlier purchase
@@ -26,12 +28,16 @@
 --   numbers are written with '%d': -1,000 together.
 -- The three arrays unpacked into commands hold at most 2 + 4 x purchases
 -- values, inside Lua's limit of ~8,000 for batches of up to 1,000.
-local gen, limit, start = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local gen, last = ARGV[1], #ARGV
+local rules = (last - 1) % 3
+last = last - rules
+local limit = rules > 0 and tonumber(ARGV[last + 1]) or 0
+local start = rules > 1 and tonumber(ARGV[last + 2]) or 0
 -- Arrays grow through counters: Lua's `#` searches for the end.
 -- 'n', 'q': the news set a persister waits on, and whether it does (see
 -- tell, prelude.lua).
 local fields, nf = { 'gen', 'left', 'end', 'n', 'q' }, 5
-for i = 4, #ARGV, 3 do
+for i = 2, last, 3 do
   if limit > 0 then
     nf = nf + 1
     fields[nf] = 'u:' .. ARGV[i]
@@ -64,7 +70,7 @@ local twins = {}     -- answer index -> order number it repeats
 local fresh, nfresh = {}, 0 -- request ids this batch bought with
 local dirty = {}
 local n, k = 0, 6
-for i = 4, #ARGV, 3 do
+for i = 2, last, 3 do
   local user, req = ARGV[i], ARGV[i + 2]
   -- What this buyer holds and what this request id bought, as read (the
   -- first read of each counts; later purchases of the batch update them).

@@ -8,47 +8,11 @@ use std::time::Duration;
 use futures_util::future::try_join_all;
 use seckill_redis::Conn;
 
-use super::Layout;
+use super::layout::Layout;
+use crate::codec::ledger::{Open, Source, Transfer};
 use crate::error::{Error, Result};
 use crate::sale::{ShardStock, Sharding};
 use crate::scripts::LIBRARY;
-
-/// Where a transfer takes units from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Source {
-    Pool,
-    Shard(usize),
-}
-
-/// The transfer open on a sale: `<t>|<from>|<to>|<units>`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Open {
-    pub number: u64,
-    pub from: Source,
-    pub to: usize,
-    /// From the pool: the units taken. From a shard: the units asked (it
-    /// may have fewer; what it gave is its `xout_n`).
-    pub units: u64,
-}
-
-impl Open {
-    pub fn parse(text: &str) -> Option<Self> {
-        let mut parts = text.split('|');
-        let number = parts.next()?.parse().ok()?;
-        let from = match parts.next()? {
-            "p" => Source::Pool,
-            shard => Source::Shard(shard.parse().ok()?),
-        };
-        let to = parts.next()?.parse().ok()?;
-        let units = parts.next()?.parse().ok()?;
-        Some(Self {
-            number,
-            from,
-            to,
-            units,
-        })
-    }
-}
 
 /// What a sharded sale's own hash says now.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -86,7 +50,7 @@ impl SaleState {
             stock: num("stock").unwrap_or(0),
             pool: num("left").unwrap_or(0),
             transfers,
-            open: hash.get("xopen").and_then(|o| Open::parse(o)),
+            open: hash.get("xopen").and_then(|o| Open::read(o)),
             drained: hash.get("drained").is_some_and(|d| d == "1"),
             returns: num("returns").unwrap_or(0),
             end_ms: num("end").unwrap_or(0),
@@ -143,21 +107,6 @@ impl ShardState {
     fn transfer_fields(&self) -> (u64, u64, (u64, u64)) {
         (self.stock, self.given, self.taken)
     }
-}
-
-/// One transfer of the ledger.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Transfer {
-    /// Its number, from 1.
-    pub number: u64,
-    /// The shard index it took from; `None` for the pool.
-    pub from: Option<usize>,
-    /// The shard index it gave to.
-    pub to: usize,
-    /// Units moved.
-    pub units: u64,
-    /// Fence of the refiller that ended it.
-    pub fence: u64,
 }
 
 /// A sharded sale read at one moment (see [`crate::Engine::sharding_check`]),
@@ -336,25 +285,5 @@ impl Snapshot {
 
 pub(crate) async fn read_ledger(conn: &mut Conn, layout: &Layout) -> Result<Vec<Transfer>> {
     let entries = crate::event::StreamEntry::read(conn, &layout.sale.transfers, "-").await?;
-    Ok(entries
-        .iter()
-        .filter_map(|e| {
-            let field = |name: &str| {
-                e.fields
-                    .iter()
-                    .find(|(k, _)| k == name)
-                    .map(|(_, v)| v.as_str())
-            };
-            Some(Transfer {
-                number: field("t")?.parse().ok()?,
-                from: match field("from")? {
-                    "p" => None,
-                    j => Some(j.parse().ok()?),
-                },
-                to: field("to")?.parse().ok()?,
-                units: field("n")?.parse().ok()?,
-                fence: field("fence")?.parse().ok()?,
-            })
-        })
-        .collect())
+    Ok(entries.iter().filter_map(Transfer::read).collect())
 }

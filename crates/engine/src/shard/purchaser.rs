@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use seckill_lock::Locks;
 use seckill_redis::Conn;
 
+use super::layout::{Layout, REFILL_WAIT, home_shard};
 use super::refiller::{self, Signals};
-use super::{Layout, REFILL_WAIT, home_shard};
 use crate::error::{Error, Result};
 use crate::order::{Outcome, PurchaseRequest};
 use crate::scripts::LIBRARY;

@@ -16,8 +16,10 @@ use seckill_lock::{Guard, Locks};
 use seckill_redis::Conn;
 use tokio::sync::Notify;
 
+use super::books::{SaleState, ShardState};
+use super::layout::Layout;
 use super::transfer::Mover;
-use super::{Layout, SaleState, ShardState, Source};
+use crate::codec::ledger::Source;
 use crate::error::{Error, Result};
 
 /// Lease of the refill lock: how long a sale goes without a refiller

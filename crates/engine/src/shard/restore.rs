@@ -20,7 +20,10 @@
 
 use redis::AsyncCommands;
 
-use super::{Layout, SaleState, ShardState, read_ledger, refiller};
+use super::books::{SaleState, ShardState, read_ledger};
+use super::layout::Layout;
+use super::refiller;
+use crate::codec::ledger::Transfer;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::keys::{SaleKeys, sale_of};
@@ -241,7 +244,7 @@ impl Engine {
 
 /// Each shard's stock and markers from the finished transfers of the
 /// ledger (an open transfer runs again on a rebuilt shard).
-fn ledgered(layout: &Layout, transfers: &[super::Transfer]) -> Vec<Ledgered> {
+fn ledgered(layout: &Layout, transfers: &[Transfer]) -> Vec<Ledgered> {
     let mut shards = vec![Ledgered::default(); layout.shards.len()];
     for t in transfers {
         if let Some(to) = shards.get_mut(t.to) {

@@ -7,7 +7,8 @@
 
 use seckill_redis::Conn;
 
-use super::{Layout, Open, Source};
+use super::layout::Layout;
+use crate::codec::ledger::{Open, Source, Step};
 use crate::error::{Error, Result};
 use crate::scripts::LIBRARY;
 
@@ -23,10 +24,7 @@ impl Mover<'_> {
     /// moved (fewer if the source had fewer; 0 if it had none). An open
     /// transfer found first is finished first.
     pub async fn transfer(&self, from: Source, to: usize, units: u64) -> Result<u64> {
-        let from_arg = match from {
-            Source::Pool => "p".to_owned(),
-            Source::Shard(j) => j.to_string(),
-        };
+        let from_arg = from.arg();
         loop {
             let answer: String = LIBRARY
                 .call("shard_begin", &[&self.layout.sale.sale])
@@ -37,17 +35,14 @@ impl Mover<'_> {
                 .arg(units)
                 .invoke(&mut self.conn.clone())
                 .await?;
-            if let Some(open) = answer.strip_prefix("open:") {
-                self.finish(&parse(open)?).await?;
-                continue;
+            match Step::read(&answer)? {
+                Step::Found(open) => {
+                    self.finish(&open).await?;
+                }
+                Step::Begun(open) => return self.finish(&open).await,
+                Step::Empty => return Ok(0),
+                other => return Err(self.refused(other)),
             }
-            if let Some(new) = answer.strip_prefix("new:") {
-                return self.finish(&parse(new)?).await;
-            }
-            return match answer.as_str() {
-                "empty" => Ok(0),
-                other => Err(self.refusal(other)),
-            };
         }
     }
 
@@ -70,8 +65,10 @@ impl Mover<'_> {
                     redis::Value::Int(n) => n.max(0) as u64,
                     // A later transfer took from it since, so t moved what it
                     // moved and was ended: nothing to give; end answers.
-                    _ if text(&answer) == "stale" => 0,
-                    _ => return Err(self.refusal(&text(&answer))),
+                    _ => match Step::read(&text(&answer))? {
+                        Step::Stale => 0,
+                        other => return Err(self.refused(other)),
+                    },
                 }
             }
         };
@@ -85,8 +82,9 @@ impl Mover<'_> {
                 .arg(units)
                 .invoke(&mut self.conn.clone())
                 .await?;
-            if !matches!(answer.as_str(), "ok" | "done") {
-                return Err(self.refusal(&answer));
+            match Step::read(&answer)? {
+                Step::Ok | Step::Done => {}
+                other => return Err(self.refused(other)),
             }
         }
         let answer: String = LIBRARY
@@ -100,9 +98,9 @@ impl Mover<'_> {
             .arg(units)
             .invoke(&mut self.conn.clone())
             .await?;
-        match answer.as_str() {
-            "ok" | "done" => Ok(units),
-            other => Err(self.refusal(other)),
+        match Step::read(&answer)? {
+            Step::Ok | Step::Done => Ok(units),
+            other => Err(self.refused(other)),
         }
     }
 
@@ -117,9 +115,9 @@ impl Mover<'_> {
             .arg(returns)
             .invoke(&mut self.conn.clone())
             .await?;
-        match answer.as_str() {
-            "ok" | "returned" => Ok(()),
-            other => Err(self.refusal(other)),
+        match Step::read(&answer)? {
+            Step::Ok | Step::Returned => Ok(()),
+            other => Err(self.refused(other)),
         }
     }
 
@@ -130,18 +128,14 @@ impl Mover<'_> {
             .ok_or_else(|| Error::Batch(format!("transfer names shard {index}, which is not one")))
     }
 
-    fn refusal(&self, answer: &str) -> Error {
+    fn refused(&self, step: Step) -> Error {
         let sale = self.layout.sale.id.clone();
-        match answer {
-            "fenced" => Error::LockLost(sale),
-            "no_sale" => Error::SaleNotFound(sale),
-            other => Error::Batch(format!("unexpected transfer script answer: {other:?}")),
+        match step {
+            Step::Fenced => Error::LockLost(sale),
+            Step::NoSale => Error::SaleNotFound(sale),
+            other => Error::Batch(format!("unexpected transfer step answer: {other:?}")),
         }
     }
-}
-
-fn parse(open: &str) -> Result<Open> {
-    Open::parse(open).ok_or_else(|| Error::Batch(format!("unreadable open transfer {open:?}")))
 }
 
 fn text(value: &redis::Value) -> String {
@@ -151,7 +145,8 @@ fn text(value: &redis::Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shard::{Layout, Source};
+    use crate::codec::ledger::Source;
+    use crate::shard::layout::Layout;
     use crate::{Engine, SaleSpec};
 
     async fn sale(engine: &Engine, id: &str) -> Layout {

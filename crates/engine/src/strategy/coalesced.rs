@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
-use super::{Answer, Ctx, atomic, outcome};
+use super::ctx::Ctx;
+use crate::codec::purchase::{Answer, PurchaseArgs};
 use crate::error::{Error, Result};
 use crate::order::{Outcome, PurchaseRequest};
 use crate::scripts::LIBRARY;
@@ -88,6 +89,7 @@ impl Coalescer {
 /// Ends when every `Coalescer` handle is dropped and the queue is drained.
 async fn gather(ctx: Ctx, config: CoalescerConfig, mut rx: mpsc::Receiver<Job>) {
     let slots = Arc::new(Semaphore::new(config.max_in_flight));
+    let args = Arc::new(PurchaseArgs::new(&ctx.sale));
     while let Some(first) = rx.recv().await {
         let Ok(slot) = slots.clone().acquire_owned().await else {
             return;
@@ -114,51 +116,25 @@ async fn gather(ctx: Ctx, config: CoalescerConfig, mut rx: mpsc::Receiver<Job>) 
         if batch.is_empty() {
             continue;
         }
-        let ctx = ctx.clone();
+        let (ctx, args) = (ctx.clone(), args.clone());
         tokio::spawn(async move {
-            send(&ctx, batch).await;
+            send(&ctx, &args, batch).await;
             drop(slot);
         });
     }
 }
 
-async fn send(ctx: &Ctx, batch: Vec<Job>) {
-    let mut invocation = LIBRARY.call("purchase_batch", &ctx.keys.purchase());
-    invocation.arg(ctx.sale.generation);
-    for rule in atomic::rules(&ctx.sale) {
-        invocation.arg(rule);
-    }
-    for (req, _) in &batch {
-        invocation
-            .arg(&req.user_id)
-            .arg(req.quantity)
-            .arg(req.request_id.as_deref().unwrap_or(""));
-    }
-    let answers: redis::RedisResult<Vec<redis::Value>> =
-        invocation.invoke(&mut ctx.conn.clone()).await;
+async fn send(ctx: &Ctx, args: &PurchaseArgs, batch: Vec<Job>) {
+    let mut call = LIBRARY.call("purchase_batch", &ctx.keys.purchase());
+    args.write(&mut call, batch.iter().map(|(req, _)| req));
+    let answers: redis::RedisResult<Vec<redis::Value>> = call.invoke(&mut ctx.conn.clone()).await;
     let failure = match answers {
         Ok(answers) if answers.len() == batch.len() + 1 => {
             let text = |v: &redis::Value| redis::from_redis_value_ref::<String>(v).ok();
             let entry = text(&answers[0]).unwrap_or_default();
             for ((req, reply), answer) in batch.into_iter().zip(&answers[1..]) {
-                let result = match answer {
-                    redis::Value::Int(index) => u32::try_from(*index)
-                        .map_err(|_| Error::Batch(format!("order number {index}")))
-                        .and_then(|index| {
-                            outcome(
-                                ctx,
-                                &req,
-                                Answer::Bought {
-                                    entry: &entry,
-                                    index,
-                                },
-                            )
-                        }),
-                    other => match text(other) {
-                        Some(t) => outcome(ctx, &req, Answer::Text(&t)),
-                        None => Err(Error::Batch(format!("unexpected answer {other:?}"))),
-                    },
-                };
+                let result = Answer::read(answer, &entry)
+                    .and_then(|a| a.outcome(&ctx.keys.id, ctx.sale.generation, &req));
                 let _ = reply.send(result);
             }
             return;

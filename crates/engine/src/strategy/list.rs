@@ -4,7 +4,7 @@
 
 use redis::AsyncCommands;
 
-use super::{Ctx, reserve_then_take};
+use super::ctx::{Ctx, reserve_then_take};
 use crate::error::Result;
 use crate::order::{Outcome, PurchaseRequest};
 

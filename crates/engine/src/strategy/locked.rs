@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use seckill_lock::{Lock, Locks};
 
-use super::Ctx;
+use super::ctx::Ctx;
 use crate::error::{Error, Result};
 use crate::order::{Order, Outcome, PurchaseRequest};
 use crate::records;

@@ -1,7 +1,7 @@
 //! `lua`: the classic check-and-decrement script (README, "The classic
 //! strategies").
 
-use super::{Ctx, reserve_then_take};
+use super::ctx::{Ctx, reserve_then_take};
 use crate::error::Result;
 use crate::order::{Outcome, PurchaseRequest};
 use crate::scripts::CLASSIC_DECR;

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 
 use redis::aio::MultiplexedConnection;
 
-use super::Ctx;
+use super::ctx::Ctx;
 use crate::error::{Error, Result};
 use crate::order::{Order, Outcome, PurchaseRequest};
 use crate::records;

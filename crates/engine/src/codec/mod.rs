@@ -1,0 +1,11 @@
+//! Each script's contract, one module a script family: the arguments built
+//! and the answer read as types, so that the rest of the engine never
+//! parses a script's text. The floor of the engine with `state`,
+//! `order_id` and `event`: it imports nothing above them.
+//! - `purchase`: `purchase` and `purchase_batch`.
+//! - `order`: the lifecycle function's answers, and a settled order's value.
+//! - `ledger`: a sharded sale's transfers, as its ledger and hash hold them.
+
+pub(crate) mod ledger;
+pub(crate) mod order;
+pub(crate) mod purchase;

@@ -1,0 +1,183 @@
+//! The purchase functions' contract, in one place: `purchase`
+//! (`lua/purchase.lua`, one buyer) and `purchase_batch`
+//! (`lua/purchase_batch.lua`, many) take the same arguments in the same
+//! positions, a purchase being a batch of one, and answer in the same
+//! words. [`PurchaseArgs`] builds the arguments and [`Answer::read`]
+//! reads an answer; no other module knows either format.
+//!
+//! Arguments: the sale's generation; per buyer its user, quantity and
+//! request id (`''` = none); then the sale's rules, only where it has
+//! any, since each argument costs Redis time: its per-user limit (`0` =
+//! none), then its start (ms) if it has one. The end is not among them:
+//! the scripts read it from the sale, as ending a sale early moves it.
+
+use seckill_redis::Call;
+
+use crate::error::{Error, Result};
+use crate::order::{Order, Outcome, PurchaseRequest};
+use crate::order_id::OrderId;
+use crate::sale::Sale;
+
+/// What the purchase functions take of the sale itself, made once per
+/// purchaser.
+#[derive(Clone, Debug)]
+pub(crate) struct PurchaseArgs {
+    generation: String,
+    /// Empty without rules; the limit alone; or limit and start.
+    rules: Vec<String>,
+}
+
+impl PurchaseArgs {
+    pub fn new(sale: &Sale) -> Self {
+        let limit = sale.per_user_limit.unwrap_or(0).to_string();
+        let rules = match sale.starts_at_ms {
+            Some(start) => vec![limit, start.to_string()],
+            None if sale.per_user_limit.is_some() => vec![limit],
+            None => Vec::new(),
+        };
+        Self {
+            generation: sale.generation.to_string(),
+            rules,
+        }
+    }
+
+    /// Appends the arguments for `buyers`, in order, to `call`.
+    pub fn write<'r>(
+        &self,
+        call: &mut Call<'_>,
+        buyers: impl IntoIterator<Item = &'r PurchaseRequest>,
+    ) {
+        call.arg(&self.generation);
+        for req in buyers {
+            call.arg(&req.user_id)
+                .arg(req.quantity)
+                .arg(req.request_id.as_deref().unwrap_or(""));
+        }
+        for rule in &self.rules {
+            call.arg(rule);
+        }
+    }
+}
+
+/// One buyer's answer from either function.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Answer {
+    /// Bought: order `index` of stream entry `entry` (`<ms>-<n>`).
+    Bought { entry: String, index: u32 },
+    /// This request id bought before: that order (`<ms>-<n>-<i>`) and its
+    /// quantity.
+    Repeated { local: String, quantity: u32 },
+    /// Refused, for a reason the buyer is told.
+    Refused(Outcome),
+    /// No sale of this generation: deleted, or made again.
+    NoSale,
+}
+
+impl Answer {
+    /// Reads one answer: `purchase`'s whole reply, or one of
+    /// `purchase_batch`'s after its first (`entry`, the batch's stream
+    /// entry, for the orders it answers by number).
+    pub fn read(value: &redis::Value, entry: &str) -> Result<Self> {
+        let bad = || Error::Batch(format!("unexpected purchase script answer: {value:?}"));
+        let text = match value {
+            redis::Value::Int(index) => {
+                let index = u32::try_from(*index).map_err(|_| bad())?;
+                return Ok(Self::Bought {
+                    entry: entry.to_owned(),
+                    index,
+                });
+            }
+            redis::Value::BulkString(bytes) => std::str::from_utf8(bytes).map_err(|_| bad())?,
+            redis::Value::SimpleString(s) => s.as_str(),
+            _ => return Err(bad()),
+        };
+        Ok(match text {
+            "sold_out" => Self::Refused(Outcome::SoldOut),
+            "limit" => Self::Refused(Outcome::LimitExceeded),
+            "not_started" => Self::Refused(Outcome::NotStarted),
+            "ended" => Self::Refused(Outcome::Ended),
+            "no_sale" => Self::NoSale,
+            _ => match text.split_once('|') {
+                Some((local, quantity)) if is_local(local, 3) => Self::Repeated {
+                    local: local.to_owned(),
+                    quantity: quantity.parse().map_err(|_| bad())?,
+                },
+                None if is_local(text, 2) => Self::Bought {
+                    entry: text.to_owned(),
+                    index: 0,
+                },
+                _ => return Err(bad()),
+            },
+        })
+    }
+
+    /// The outcome of `req`'s purchase in sale `sale` of `generation`.
+    pub fn outcome(self, sale: &str, generation: u64, req: &PurchaseRequest) -> Result<Outcome> {
+        let order = |id: OrderId, quantity| Order {
+            order_id: id.to_string(),
+            quantity,
+        };
+        let bad = |what: &str| Error::Batch(format!("unexpected purchase script answer: {what:?}"));
+        Ok(match self {
+            Self::Bought { entry, index } => OrderId::in_entry(sale, generation, &entry, index)
+                .map(|id| Outcome::Ok(order(id, req.quantity)))
+                .ok_or_else(|| bad(&entry))?,
+            Self::Repeated { local, quantity } => OrderId::from_local(sale, generation, &local)
+                .map(|id| Outcome::Duplicate(order(id, quantity)))
+                .ok_or_else(|| bad(&local))?,
+            Self::Refused(outcome) => outcome,
+            Self::NoSale => return Err(Error::SaleNotFound(sale.to_owned())),
+        })
+    }
+}
+
+/// Whether `text` is `parts` numbers joined by `-`, as stream entry ids
+/// (`<ms>-<n>`) and orders in them (`<ms>-<n>-<i>`) are written.
+fn is_local(text: &str, parts: usize) -> bool {
+    let mut n = 0;
+    text.split('-').all(|p| {
+        n += 1;
+        !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())
+    }) && n == parts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(s: &str) -> redis::Value {
+        redis::Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn answers_read_as_what_they_say() {
+        let read = |v| Answer::read(&v, "9-1").unwrap();
+        assert_eq!(
+            read(text("5-2")),
+            Answer::Bought {
+                entry: "5-2".into(),
+                index: 0
+            }
+        );
+        assert_eq!(
+            read(redis::Value::Int(3)),
+            Answer::Bought {
+                entry: "9-1".into(),
+                index: 3
+            }
+        );
+        assert_eq!(
+            read(text("5-2-7|2")),
+            Answer::Repeated {
+                local: "5-2-7".into(),
+                quantity: 2
+            }
+        );
+        assert_eq!(read(text("limit")), Answer::Refused(Outcome::LimitExceeded));
+        assert_eq!(read(text("no_sale")), Answer::NoSale);
+        for bad in ["5", "5-2-7", "5-x", "7up", "5-2|1", "sold out", ""] {
+            assert!(Answer::read(&text(bad), "9-1").is_err(), "{bad}");
+        }
+        assert!(Answer::read(&redis::Value::Int(-1), "9-1").is_err());
+    }
+}
