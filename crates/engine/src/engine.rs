@@ -134,13 +134,6 @@ impl Engine {
             .clone())
     }
 
-    pub(crate) async fn load(&self, script: &redis::Script) -> Result<String> {
-        Ok(script
-            .prepare_invoke()
-            .load_async(&mut self.conn.clone())
-            .await?)
-    }
-
     /// The order-event stream of sale `id`.
     pub fn stream_key(id: &str) -> Result<String> {
         Ok(SaleKeys::new(id)?.orders)

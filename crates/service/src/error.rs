@@ -1,10 +1,41 @@
-//! Every error answer: a status and a body `{"code": "...", "message": "..."}`
-//! whose `code` is stable and documented in `openapi.json`.
+//! [`Error`], why the service could not start or a client request got no
+//! answer; and [`ApiError`], every error answer: a status and a body
+//! `{"code": "...", "message": "..."}` whose `code` is stable and
+//! documented in `openapi.json`.
 
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use seckill_engine::OrderState;
+
+/// Why the service could not start, or a client request got no answer.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// [`client::Http`]: the request could not be sent or its answer read.
+    #[error("http: {0}")]
+    Http(String),
+    /// [`client::Http`]: no answer in time.
+    #[error("no answer within {0:?}")]
+    Timeout(std::time::Duration),
+    /// Redis answered with an error or could not be reached.
+    #[error("redis: {0}")]
+    Redis(#[from] redis::RedisError),
+    /// The engine failed; at [`start`], an unusable Redis URL.
+    #[error(transparent)]
+    Engine(#[from] seckill_engine::Error),
+    /// The order store failed; at [`start`], the SQL database could not be
+    /// opened or migrated.
+    #[error(transparent)]
+    Orders(#[from] seckill_orders::Error),
+    /// [`start`]: the listen address could not be bound.
+    #[error("listen: {0}")]
+    Io(#[from] std::io::Error),
+    /// [`start`]: a setting that cannot work (a key that does not parse,
+    /// a secret too short, a file that cannot be read).
+    #[error("{0}")]
+    Config(String),
+}
 
 /// An API error: what the client sees.
 #[derive(Clone, Debug, thiserror::Error)]
@@ -31,6 +62,16 @@ impl ApiError {
     /// 400 `invalid_request`: the request can never succeed as sent.
     pub fn invalid(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, "invalid_request", message)
+    }
+
+    /// 401 `unauthorized`: no credential, or one that does not verify.
+    pub fn unauthorized(why: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "unauthorized", why)
+    }
+
+    /// 403 `forbidden`: known, but not allowed this.
+    pub fn forbidden(why: &str) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "forbidden", why)
     }
 
     /// 503 `unavailable`: Redis or SQL cannot serve now; the client may retry.

@@ -77,36 +77,7 @@ mod time;
 pub use auth::{Auth, Buyers, Jwt, JwtKeys, webhook};
 /// The name of a header (`Buyers::TrustedHeader`).
 pub use axum::http::HeaderName;
-pub use error::ApiError;
+pub use error::{ApiError, Error};
 pub use listener::Limits;
 pub use secret::Secret;
 pub use server::{BODY_LIMIT, Config, Running, start};
-
-/// Why the service could not start, or a client request got no answer.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum Error {
-    /// [`client::Http`]: the request could not be sent or its answer read.
-    #[error("http: {0}")]
-    Http(String),
-    /// [`client::Http`]: no answer in time.
-    #[error("no answer within {0:?}")]
-    Timeout(std::time::Duration),
-    /// Redis answered with an error or could not be reached.
-    #[error("redis: {0}")]
-    Redis(#[from] redis::RedisError),
-    /// The engine failed; at [`start`], an unusable Redis URL.
-    #[error(transparent)]
-    Engine(#[from] seckill_engine::Error),
-    /// The order store failed; at [`start`], the SQL database could not be
-    /// opened or migrated.
-    #[error(transparent)]
-    Orders(#[from] seckill_orders::Error),
-    /// [`start`]: the listen address could not be bound.
-    #[error("listen: {0}")]
-    Io(#[from] std::io::Error),
-    /// [`start`]: a setting that cannot work (a key that does not parse,
-    /// a secret too short, a file that cannot be read).
-    #[error("{0}")]
-    Config(String),
-}

@@ -7,7 +7,7 @@ use std::io;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::{Options, RedisServer};
+use crate::server::{Options, RedisServer};
 
 /// How long a cluster may take to agree on its state after a change.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(30);

@@ -88,7 +88,10 @@ impl Engine {
     /// on sale `id`'s stock (a counter-inventory sale). Loads the script.
     pub async fn classic_decr_command(&self, id: &str) -> Result<Vec<String>> {
         let keys = SaleKeys::new(id)?;
-        let sha = self.load(&CLASSIC_DECR).await?;
+        let sha: String = CLASSIC_DECR
+            .prepare_invoke()
+            .load_async(&mut self.conn.clone())
+            .await?;
         Ok(vec!["EVALSHA".to_owned(), sha, "1".to_owned(), keys.stock])
     }
 }

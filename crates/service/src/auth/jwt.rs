@@ -10,9 +10,9 @@ use jsonwebtoken::errors::ErrorKind;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+use super::config::{Jwt, JwtKeys};
 use super::jwks::{Jwks, REFRESH_EVERY};
 use super::key::{Key, Rules};
-use super::{Jwt, JwtKeys, unauthorized};
 use crate::error::ApiError;
 use crate::locks::{read, write};
 
@@ -78,7 +78,7 @@ impl Verifier {
     /// The user id a valid token names; 401 with the reason otherwise.
     pub async fn verify(&self, token: &str) -> Result<String, ApiError> {
         if token.len() > MAX_TOKEN {
-            return Err(unauthorized("the token is longer than 8 KiB"));
+            return Err(ApiError::unauthorized("the token is longer than 8 KiB"));
         }
         let hash: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         let now = jsonwebtoken::get_current_timestamp();
@@ -102,33 +102,35 @@ impl Verifier {
             return Ok(known.user.clone());
         }
         let header = jsonwebtoken::decode_header(token)
-            .map_err(|_| unauthorized("the token is not a well-formed JWT"))?;
+            .map_err(|_| ApiError::unauthorized("the token is not a well-formed JWT"))?;
         let key = match &self.keys {
             Keys::One(key) => key.clone(),
             Keys::Jwks(jwks) => {
                 let kid = header
                     .kid
                     .as_deref()
-                    .ok_or_else(|| unauthorized("the token names no key (`kid`)"))?;
+                    .ok_or_else(|| ApiError::unauthorized("the token names no key (`kid`)"))?;
                 jwks.key(kid).await.ok_or_else(|| {
-                    unauthorized("the token's key (`kid`) is not one of the issuer's keys")
+                    ApiError::unauthorized(
+                        "the token's key (`kid`) is not one of the issuer's keys",
+                    )
                 })?
             }
         };
         let data = jsonwebtoken::decode::<Map<String, Value>>(token, &key.key, &key.validation)
-            .map_err(|e| unauthorized(refusal(e.kind())))?;
+            .map_err(|e| ApiError::unauthorized(refusal(e.kind())))?;
         let user = match data.claims.get(&self.user_claim) {
             Some(Value::String(s)) => s.clone(),
             Some(Value::Number(n)) => n.to_string(),
             _ => {
-                return Err(unauthorized(format!(
+                return Err(ApiError::unauthorized(format!(
                     "the token has no `{}` claim naming the user",
                     self.user_claim
                 )));
             }
         };
         seckill_engine::check_id("user id", &user).map_err(|_| {
-            unauthorized(format!(
+            ApiError::unauthorized(format!(
                 "the token's `{}` claim is not a user id this service takes (1-64 of A-Z a-z 0-9 _ -); \
                  name another claim with --jwt-user-claim",
                 self.user_claim

@@ -11,103 +11,24 @@
 //! credential that is present but wrong is refused, never ignored.
 
 mod address;
+mod config;
 mod jwks;
 mod jwt;
 mod key;
 pub mod webhook;
 
 use std::net::{IpAddr, SocketAddr};
-use std::time::Duration;
 
 use axum::extract::ConnectInfo;
+use axum::http::header;
 use axum::http::request::Parts;
-use axum::http::{HeaderName, StatusCode, header};
 
 use crate::error::ApiError;
 use crate::secret::Secret;
 
 use address::client_ip;
+pub use config::{Auth, Buyers, Jwt, JwtKeys};
 use jwt::Verifier;
-
-/// How the service knows who is calling.
-#[derive(Clone, Debug)]
-pub struct Auth {
-    /// Where a buyer's identity comes from.
-    pub buyers: Buyers,
-    /// Bearer token of the payment side: it may pay and cancel any order
-    /// and nothing else.
-    pub payments_token: Option<Secret>,
-    /// Key of signed payment webhooks (`Seckill-Signature`).
-    pub webhook_secret: Option<Secret>,
-    /// Addresses of the shop's own proxies: only their `X-Forwarded-For`
-    /// and user header are believed.
-    pub trusted_proxies: Vec<ipnet::IpNet>,
-}
-
-impl Auth {
-    /// Buyers as `buyers` says; no payment side, no trusted proxies.
-    pub fn new(buyers: Buyers) -> Self {
-        Self {
-            buyers,
-            payments_token: None,
-            webhook_secret: None,
-            trusted_proxies: Vec::new(),
-        }
-    }
-}
-
-/// Where a buyer's identity comes from.
-#[derive(Clone, Debug)]
-pub enum Buyers {
-    /// `Authorization: Bearer <JWT>`, verified.
-    Jwt(Jwt),
-    /// A header set by the shop's gateway, believed only from
-    /// [`Auth::trusted_proxies`].
-    TrustedHeader(HeaderName),
-    /// The body's `user_id`, unchecked: for trusted networks and benchmarks.
-    Body,
-}
-
-/// How buyer tokens are verified.
-#[derive(Clone, Debug)]
-pub struct Jwt {
-    /// The keys; each decides its own algorithm.
-    pub keys: JwtKeys,
-    /// The claim holding the user id (`sub` usually).
-    pub user_claim: String,
-    /// `iss` required to be this, when given.
-    pub issuer: Option<String>,
-    /// `aud` required to hold this, when given.
-    pub audience: Option<String>,
-    /// Shortest time between two fetches of a JWKS document caused by
-    /// tokens naming keys it lacks (30 s).
-    pub jwks_refetch_after: Duration,
-}
-
-impl Jwt {
-    /// Tokens signed with `keys`, the user in `sub`, no issuer or audience.
-    pub fn new(keys: JwtKeys) -> Self {
-        Self {
-            keys,
-            user_claim: "sub".to_owned(),
-            issuer: None,
-            audience: None,
-            jwks_refetch_after: Duration::from_secs(30),
-        }
-    }
-}
-
-/// Where the keys of buyer tokens come from.
-#[derive(Clone, Debug)]
-pub enum JwtKeys {
-    /// A shared secret: HS256.
-    Secret(Secret),
-    /// A public key in PEM: RS256, ES256 or EdDSA by its type.
-    PublicKeyPem(Vec<u8>),
-    /// A JWKS document's URL (`http://` or `https://`); tokens name their
-    /// key by `kid`.
-    JwksUrl(String),
-}
 
 /// A caller as its credentials show it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -175,7 +96,7 @@ impl Checker {
                 .map(str::trim)
                 .filter(|t| !t.is_empty())
                 .ok_or_else(|| {
-                    unauthorized("send the credential as `Authorization: Bearer <token>`")
+                    ApiError::unauthorized("send the credential as `Authorization: Bearer <token>`")
                 })?;
             if self.admin_token.matches(token) {
                 return Ok(Who::Admin);
@@ -190,7 +111,7 @@ impl Checker {
             }
             return match &self.jwt {
                 Some(verifier) => verifier.verify(token).await.map(Who::Buyer),
-                None => Err(unauthorized(
+                None => Err(ApiError::unauthorized(
                     "the bearer token is not one this service accepts",
                 )),
             };
@@ -201,30 +122,19 @@ impl Checker {
             let trusted =
                 peer.is_some_and(|p| self.config.trusted_proxies.iter().any(|n| n.contains(&p)));
             if !trusted {
-                return Err(unauthorized(format!(
+                return Err(ApiError::unauthorized(format!(
                     "the {name} header is believed only from the shop's trusted proxies"
                 )));
             }
             let user = value
                 .to_str()
-                .map_err(|_| unauthorized(format!("{name}: not a user id")))?;
+                .map_err(|_| ApiError::unauthorized(format!("{name}: not a user id")))?;
             seckill_engine::check_id("user id", user)
-                .map_err(|e| unauthorized(format!("{name}: {e}")))?;
+                .map_err(|e| ApiError::unauthorized(format!("{name}: {e}")))?;
             return Ok(Who::Buyer(user.to_owned()));
         }
         Ok(Who::Anonymous)
     }
-}
-
-/// 401 `unauthorized` with the reason in plain words (the answer carries
-/// `WWW-Authenticate: Bearer`).
-pub(crate) fn unauthorized(why: impl Into<String>) -> ApiError {
-    ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", why)
-}
-
-/// 403 `forbidden`: known, but not allowed this.
-fn forbidden(why: &str) -> ApiError {
-    ApiError::new(StatusCode::FORBIDDEN, "forbidden", why)
 }
 
 /// What a caller may do with an order.
@@ -256,10 +166,10 @@ impl Caller {
     pub fn admin(&self) -> Result<(), ApiError> {
         match self.who()? {
             Who::Admin => Ok(()),
-            Who::Anonymous => Err(unauthorized(
+            Who::Anonymous => Err(ApiError::unauthorized(
                 "this route needs the admin token: Authorization: Bearer <token>",
             )),
-            _ => Err(forbidden("this route is for the admin only")),
+            _ => Err(ApiError::forbidden("this route is for the admin only")),
         }
     }
 
@@ -290,7 +200,7 @@ impl Caller {
         let who = self.who()?;
         match who {
             Who::Buyer(user) => match body_user {
-                Some(named) if &named != user => Err(forbidden(
+                Some(named) if &named != user => Err(ApiError::forbidden(
                     "user_id differs from the user your credential names; leave it out",
                 )),
                 _ => Ok(user.clone()),
@@ -298,10 +208,10 @@ impl Caller {
             Who::Anonymous if self.body_mode => {
                 body_user.ok_or_else(|| ApiError::invalid("user_id: required"))
             }
-            Who::Anonymous => Err(unauthorized(
+            Who::Anonymous => Err(ApiError::unauthorized(
                 "purchases need a buyer's credential: Authorization: Bearer <token>",
             )),
-            Who::Admin | Who::Payments => Err(forbidden(
+            Who::Admin | Who::Payments => Err(ApiError::forbidden(
                 "purchases are made by buyers, with a buyer's credential",
             )),
         }
@@ -314,10 +224,12 @@ impl Caller {
             Who::Admin => Ok(OrderAccess::All),
             Who::Buyer(user) => Ok(OrderAccess::Own(user.clone())),
             Who::Anonymous if self.body_mode => Ok(OrderAccess::All),
-            Who::Anonymous => Err(unauthorized(
+            Who::Anonymous => Err(ApiError::unauthorized(
                 "orders are shown to their buyer: Authorization: Bearer <token>",
             )),
-            Who::Payments => Err(forbidden("the payment side may pay and cancel, not read")),
+            Who::Payments => Err(ApiError::forbidden(
+                "the payment side may pay and cancel, not read",
+            )),
         }
     }
 
@@ -334,10 +246,10 @@ impl Caller {
     pub fn payer(&self) -> Result<(), ApiError> {
         match self.who()? {
             Who::Admin | Who::Payments => Ok(()),
-            Who::Buyer(_) => Err(forbidden(
+            Who::Buyer(_) => Err(ApiError::forbidden(
                 "orders are paid by the payment side, not by the buyer",
             )),
-            Who::Anonymous => Err(unauthorized(
+            Who::Anonymous => Err(ApiError::unauthorized(
                 "paying needs the payment side's token or a signed webhook",
             )),
         }

@@ -15,7 +15,6 @@
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use super::unauthorized;
 use crate::error::ApiError;
 use crate::secret::Secret;
 
@@ -52,9 +51,9 @@ pub(crate) fn verify(secret: &Secret, header: &str, body: &[u8], now: u64) -> Re
             _ => {}
         }
     }
-    let t = t.ok_or_else(|| unauthorized("Seckill-Signature: no `t=<unix seconds>`"))?;
+    let t = t.ok_or_else(|| ApiError::unauthorized("Seckill-Signature: no `t=<unix seconds>`"))?;
     if t.abs_diff(now) > TOLERANCE_SECS {
-        return Err(unauthorized(
+        return Err(ApiError::unauthorized(
             "Seckill-Signature: `t` is more than 300 s from the service's clock",
         ));
     }
@@ -65,7 +64,7 @@ pub(crate) fn verify(secret: &Secret, header: &str, body: &[u8], now: u64) -> Re
     if good {
         Ok(())
     } else {
-        Err(unauthorized(
+        Err(ApiError::unauthorized(
             "Seckill-Signature: the signature does not match the body",
         ))
     }

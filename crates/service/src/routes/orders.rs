@@ -174,12 +174,13 @@ pub async fn pay(
 ) -> Answer {
     match headers.get(webhook::HEADER) {
         Some(signature) => {
-            let secret = state.auth.config.webhook_secret.as_ref().ok_or_else(|| {
-                crate::auth::unauthorized("this service takes no signed webhooks")
-            })?;
+            let secret =
+                state.auth.config.webhook_secret.as_ref().ok_or_else(|| {
+                    ApiError::unauthorized("this service takes no signed webhooks")
+                })?;
             let signature = signature
                 .to_str()
-                .map_err(|_| crate::auth::unauthorized("Seckill-Signature: not readable"))?;
+                .map_err(|_| ApiError::unauthorized("Seckill-Signature: not readable"))?;
             webhook::verify(
                 secret,
                 signature,
