@@ -1,22 +1,15 @@
--- The expire function: what expire.lua does for one sale, or for every
--- sale one master's due index lists as due, in one call instead of a call
--- per sale. One function for both, so the library holds their code once
--- (its size costs every call of every function: see prelude.lua).
--- One sale: KEYS: the sale's lifecycle keys (lifecycle_common.lua).
---   ARGV: sale id, most stream entries, optionally its master's due index.
---   Returns what expire_sale does.
--- Due sales: KEYS: 1 the master's due index (layout: crates/orders/src/news.rs).
---   ARGV: '', most sales, most stream entries per sale.
--- Returns { orders expired, 1 if the index may hold more sales due else 0,
--- { ids of the sales left to the caller } }: shards of a sharded sale
--- (whose returned units the engine reports to the sale's refiller, see
--- Engine::expire_due), sales with more due than `most` entries, and sales
--- whose slot is moving.
--- The sales' keys are not declared (they are many, in many slots of this
--- master): the function is flagged allow-cross-slot-keys, and a sale whose
--- slot is moving or moved to another master is left to the caller.
--- Cost: TIME and ZRANGEBYSCORE, then per sale EXISTS and what expire.lua
--- costs.
+-- The expire function: expire.lua for one sale, or for every sale one
+-- master's due index lists as due, in one call (one function for both, so
+-- the library holds their code once: see prelude.lua).
+-- One sale: KEYS: its lifecycle keys (lifecycle_common.lua). ARGV: sale id,
+--   most stream entries, optionally its master's due index.
+-- Due sales: KEYS: 1 the master's due index (crates/orders/src/news.rs).
+--   ARGV: '', most sales, most stream entries per sale. The sales' keys are
+--   not declared (allow-cross-slot-keys); a sale whose slot moves is skipped.
+-- Returns { orders expired, 1 if more may be due else 0, { sales left to the
+-- caller: shards (whose units the refiller must hear of), sales with more
+-- due than `most` entries, sales whose slot is moving } }.
+-- Cost: TIME and ZRANGEBYSCORE, then per sale EXISTS and expire.lua's.
 local function expire_due_sales()
   local due_index, most = KEYS[1], tonumber(ARGV[3])
   local t = redis.call('TIME')

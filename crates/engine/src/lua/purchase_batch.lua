@@ -1,33 +1,15 @@
 -- Many purchases in one call (the `coalesced` strategy), each answered
 -- exactly as purchase.lua would have answered it alone, in order.
 -- KEYS: 1 sale hash  2 order stream.
--- ARGV: as purchase.lua's, a purchase being a batch of one: generation,
---       then user, quantity, request id ('' = none) per purchase, then the
---       limit (0 = none) and start ms only for a sale with them (as many
---       as the count past the triples says). The end is read from the
---       sale's hash, as purchase.lua reads it.
--- Returns { entry id or '' if nothing sold, one answer per purchase }: an
--- answer is the order's number i in that entry (an integer; the order is
--- "<entry>-<i>"), the stored "<ms>-<n>-<i>|<qty>" of an earlier purchase
--- with this request id, or a refusal as purchase.lua spells it.
---
--- Cost: 3 redis.calls per batch whatever its size (one HMGET of every field
--- the batch needs, one XADD carrying every order, one HSET), 4 with a
--- start or an end. What remains per purchase is its hash fields and one
--- stream pair: a batch of 64 purchases with request ids costs ~20,800
--- instructions a purchase (`scripts/lua-cost.sh`; ~25,700 before the
--- three changes below), of which its three arguments are ~3,700, its XADD
--- pair ~2,000 and its HSET fields ~2,000; its HMGET field and the Lua
--- strings around it are the rest. Request ids are most of it: without
--- them a purchase costs ~11,800.
--- - An order reference's "-<i>|" comes from ORDER_SUFFIX (lua/prelude.lua)
---   instead of writing the number: -1,900.
--- - Run as a Redis Function: -1,200 a purchase (its arguments reach Lua
---   as the function's parameters instead of a global table).
--- - Arrays grow through counters, a quantity of '1' is not parsed, and
---   numbers are written with '%d': -1,000 together.
--- The three arrays unpacked into commands hold at most 2 + 4 x purchases
--- values, inside Lua's limit of ~8,000 for batches of up to 1,000.
+-- ARGV: purchase.lua's, a purchase being a batch of one: generation, then
+--       user, quantity, request id ('' = none) per purchase, then the limit
+--       and start ms only for a sale with them (their count is what is left
+--       past the triples). The end is read from the sale's hash.
+-- Returns { entry id or '' if nothing sold, one answer per purchase }: the
+-- order's number i in that entry, the stored "<ms>-<n>-<i>|<qty>" of an
+-- earlier purchase with this request id, or a refusal as purchase.lua's.
+-- Cost: 3 redis.calls per batch whatever its size (HMGET, XADD, HSET), 4 with
+-- a start or an end; per purchase its hash fields and one stream pair.
 local gen, last = ARGV[1], #ARGV
 local rules = (last - 1) % 3
 last = last - rules

@@ -1,21 +1,13 @@
 -- Changes a production-path sale's stock while buyers race: adds units, or
--- sets the stock outright; never below what is sold (paid or awaiting
--- payment), never leaving a negative count of units left.
+-- sets the stock outright; never below what is sold, never leaving a
+-- negative count left. Lands between two purchases, never inside one.
 -- KEYS: 1 sale hash.
--- ARGV: generation of the sale meant, 'add' | 'set', units, the most
---       stock a sale may have.
--- Returns { stock, left } after the change, or 'no_sale' | 'below_sold'
--- (the new stock would be below what is sold) | 'too_large' (above the
--- most) | 'unsupported' (a sale of a classic strategy, whose stock lives
--- elsewhere).
---
--- Atomic with every purchase: a purchase reads and writes `left` in one
--- script, so the change lands between two purchases, never inside one.
--- Units that become available are announced on seckill:restock, as a
--- cancelled order's are, for services that remember a sale sold out.
+-- ARGV: generation of the sale meant, 'add' | 'set', units, the most stock.
+-- Returns { stock, left } after the change, or 'no_sale' | 'below_sold' |
+-- 'too_large' | 'unsupported' (a classic strategy's sale).
+-- Units that become available are announced on seckill:restock. A sharded
+-- sale's stock is its pool's: a decrease takes only what no shard holds.
 -- Cost: 2 redis.calls (3-5 with the announcement), once per change.
--- A sharded sale's stock is its pool's: the change lands there, and a
--- decrease can take only what no shard holds.
 local m = redis.call('HMGET', KEYS[1], 'gen', 'inventory', 'stock', 'left', 'drained')
 if m[1] ~= ARGV[1] then
   return 'no_sale'

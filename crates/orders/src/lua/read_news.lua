@@ -1,31 +1,16 @@
 -- A persister's next batches from the sales of one master that have news.
 -- KEYS: 1 the master's news set  2 its readers hash (layout: news.rs).
--- ARGV: group, consumer, most entries per sale, most sales from the news
---       set, then sale hash keys to read whether or not they have news (a
---       sale just made, the persister's slow full read).
--- Returns { 1 if the news set still holds sales else 0, then per sale read
--- with something new: its id, its entries, one per line: its id, then its
--- names and values, each after a space (what
--- `seckill_engine::Event::decode_lines` reads) }; an error reading a sale
--- (its slot moving or moved away) gives its id and '!' then the error.
---
--- Each stream is read with NOACK: Redis keeps no per-entry pending list;
--- instead the batch is recorded as one field of the sale's persisting hash,
--- "<first id>" -> "<last id> <entries> <ms read> <consumer>", deleted once
--- the batch is committed to SQL (see persister.rs). A stream read to its end arms its sale
--- (field `n` := this news set): the engine's next append to it adds the
--- sale here again. One left with more to read stays in the set. A sale
--- whose hash is gone (deleted, archived) is dropped; one whose stream has
--- no group yet (new, or made again) gets it, from its first entry.
--- The entries come back flattened to one string per sale: parsing the
--- nested reply was most of what a persister spent per order (7 reply
--- values per atomic purchase; one string per batch took the persister's
--- CPU per order from 5.5 to 2.3 us in `seckill bench --persist-to`).
--- Cost: per call TIME, HSET, SPOP; plus EXISTS per sale (see below); per sale XREADGROUP, HMGET of its
--- payment timeout (which also says the sale is still there) and news set, HDEL arming
--- it (and HSET the first time; or SADD); per sale with new entries HSET of the batch, and with a
--- purchase ZADD filing it in the due index `<news set>:due`, where the
--- sweeper finds it.
+-- ARGV: group, consumer, most entries per sale, most sales from the news set,
+--       then sale hash keys to read whether or not they have news.
+-- Returns { 1 if the news set still holds sales else 0, then per sale with
+-- something new its id and its entries, one per line: "<id> <name> <value> …"
+-- (seckill_engine::Event::decode_lines) }; a sale that could not be read
+-- (its slot moving) gives its id and '!' then the error.
+-- Reads with NOACK and records each batch as one field of the sale's
+-- persisting hash, "<first id>" -> "<last id> <entries> <ms> <consumer>", until
+-- committed (persister.rs); a sale read to its end is armed (`n`, see tell).
+-- Cost: TIME, HSET, SPOP; per sale EXISTS, XREADGROUP, HMGET, HDEL (+HSET of
+-- the batch, +ZADD in the due index for a purchase).
 local group, consumer, count = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local t = redis.call('TIME')
 local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
