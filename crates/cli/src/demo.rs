@@ -52,53 +52,121 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     let redis = target.redis.clone();
     let dir = tempfile::Builder::new().prefix("seckill-demo-").tempdir()?;
     let database = dir.path().join("orders.db").to_string_lossy().into_owned();
-    let token = format!("{:032x}", rand::random::<u128>());
-    // The real path: buyers carry HS256 tokens signed with a secret minted
-    // for this run (as a shop's identity service would sign them), and
-    // payments arrive as signed webhooks.
-    let jwt_secret = format!(
-        "{:032x}{:032x}",
-        rand::random::<u128>(),
-        rand::random::<u128>()
-    );
-    let webhook_secret = format!("{:032x}", rand::random::<u128>());
-    let auth = seckill_service::Auth {
-        webhook_secret: Some(webhook_secret.as_str().into()),
-        ..seckill_service::Auth::new(seckill_service::Buyers::Jwt(seckill_service::Jwt::new(
-            seckill_service::JwtKeys::Secret(jwt_secret.as_str().into()),
-        )))
-    };
-    let running = seckill_service::start(seckill_service::Config {
-        listen: "127.0.0.1:0".parse()?,
-        redis: redis.clone(),
-        database_url: database.clone(),
-        admin_token: token.as_str().into(),
-        auth,
-        rate_per_user: 50.0,
-        burst_per_user: 100.0,
-        // Every buyer of the demo calls from this machine's one address.
-        rate_per_ip: 0.0,
-        burst_per_ip: 1.0,
-        background: true,
-        limits: Default::default(),
-        archive_after: std::time::Duration::from_secs(3600),
-        restore_lost_sales: false,
-        durability: Default::default(),
-    })
-    .await
-    .context("starting the service")?;
-    let base = format!("http://{}", running.addr);
-    println!("service on {base}, redis {redis}, orders in {database}");
-    let admin = Http::new(&base, Some(token.clone()));
-    let http = Http::new(&base, None);
-    let buyers = Buyers {
-        http: http.clone(),
-        signer: Signer::hs256(jwt_secret.as_bytes()),
-        webhook_secret,
-    };
+    let service = Service::start(&redis, &database).await?;
+    let admin = Http::new(&service.base, Some(service.token.clone()));
+    let http = &service.buyers.http;
+    let engine = create_sale(&redis, &admin).await?;
 
-    // The sale: if an earlier demo left one on a shared Redis, start over.
-    let engine = Engine::connect_target(&redis).await?;
+    let requests = first_wave_requests(args.buyers);
+    let t = Instant::now();
+    let first = wave(
+        &service.buyers,
+        requests,
+        args.concurrency as usize,
+        STOCK * 3 / 5,
+    )
+    .await?;
+    let wave_secs = t.elapsed().as_secs_f64();
+    let resold = resell(&service.buyers, args.concurrency as usize, first.paid).await?;
+
+    // Everything in SQL, then the audit.
+    let store = Store::open(&database).await?;
+    wait_drained(&mut engine.connection(), SALE, Duration::from_secs(10)).await?;
+    let report = audit(&engine, &store, SALE).await?;
+    let (_, sale) = http.get(&format!("/v1/sales/{SALE}")).await?;
+
+    let sold = sale["sold"].as_u64().unwrap_or(0);
+    let summary = Summary {
+        buyers: args.buyers,
+        wave_secs,
+        first: &first,
+        resold,
+        sold,
+        report: &report,
+    };
+    summary.print(started)?;
+    let ok = report.clean && sold == STOCK && !first.codes.contains_key("transport_error");
+    if args.dashboard {
+        println!();
+        println!("dashboard: {}/dashboard", service.base);
+        println!("admin token: {}", service.token);
+        println!("the service stays up; Ctrl-C stops it");
+        crate::signals::shutdown().await;
+    }
+    service.running.stop().await;
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// The demo's own service, and what its admin and buyers need to reach it.
+struct Service {
+    running: seckill_service::Running,
+    base: String,
+    /// The admin token minted for the run.
+    token: String,
+    buyers: Buyers,
+}
+
+impl Service {
+    /// Starts the service on a free port, with secrets minted for this run.
+    async fn start(redis: &seckill_redis::Target, database: &str) -> Result<Service> {
+        let token = format!("{:032x}", rand::random::<u128>());
+        // The real path: buyers carry HS256 tokens signed with a secret minted
+        // for this run (as a shop's identity service would sign them), and
+        // payments arrive as signed webhooks.
+        let jwt_secret = format!(
+            "{:032x}{:032x}",
+            rand::random::<u128>(),
+            rand::random::<u128>()
+        );
+        let webhook_secret = format!("{:032x}", rand::random::<u128>());
+        let auth = seckill_service::Auth {
+            webhook_secret: Some(webhook_secret.as_str().into()),
+            ..seckill_service::Auth::new(seckill_service::Buyers::Jwt(seckill_service::Jwt::new(
+                seckill_service::JwtKeys::Secret(jwt_secret.as_str().into()),
+            )))
+        };
+        let running = seckill_service::start(seckill_service::Config {
+            listen: "127.0.0.1:0".parse()?,
+            redis: redis.clone(),
+            database_url: database.to_owned(),
+            admin_token: token.as_str().into(),
+            auth,
+            rate_per_user: 50.0,
+            burst_per_user: 100.0,
+            // Every buyer of the demo calls from this machine's one address.
+            rate_per_ip: 0.0,
+            burst_per_ip: 1.0,
+            background: true,
+            limits: Default::default(),
+            archive_after: std::time::Duration::from_secs(3600),
+            restore_lost_sales: false,
+            durability: Default::default(),
+        })
+        .await
+        .context("starting the service")?;
+        let base = format!("http://{}", running.addr);
+        println!("service on {base}, redis {redis}, orders in {database}");
+        let buyers = Buyers {
+            http: Http::new(&base, None),
+            signer: Signer::hs256(jwt_secret.as_bytes()),
+            webhook_secret,
+        };
+        Ok(Service {
+            running,
+            base,
+            token,
+            buyers,
+        })
+    }
+}
+
+/// The sale: if an earlier demo left one on a shared Redis, start over.
+async fn create_sale(redis: &seckill_redis::Target, admin: &Http) -> Result<Engine> {
+    let engine = Engine::connect_target(redis).await?;
     engine.delete_sale(SALE).await?;
     let (status, body) = admin
         .post(
@@ -110,15 +178,18 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     if status.as_u16() != 201 {
         bail!("creating the sale answered {status}: {body}");
     }
+    Ok(engine)
+}
 
-    // Wave 1: users drawn from 75 % as many ids as requests (so some ask
-    // twice), and every tenth request a retry of an earlier request id.
-    // Winners pay the moment they win, so no speed of the machine can let an
-    // order that is meant to be paid expire first: the first 60 % of the
-    // winners pay, the rest abandon their orders.
-    let users = args.buyers * 3 / 4;
+/// Wave 1: users drawn from 75 % as many ids as requests (so some ask
+/// twice), and every tenth request a retry of an earlier request id.
+/// Winners pay the moment they win, so no speed of the machine can let an
+/// order that is meant to be paid expire first: the first 60 % of the
+/// winners pay, the rest abandon their orders.
+fn first_wave_requests(buyers: u64) -> Vec<(String, Value)> {
+    let users = buyers * 3 / 4;
     let mut requests = Vec::new();
-    for i in 0..args.buyers {
+    for i in 0..buyers {
         let (user, request) = if i % 10 == 9 {
             let earlier = rand::random_range(0..i);
             (user_of(earlier, users), format!("r{earlier}"))
@@ -127,38 +198,22 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         };
         requests.push((user, json!({ "request_id": request })));
     }
-    let t = Instant::now();
-    let first = wave(&buyers, requests, args.concurrency as usize, STOCK * 3 / 5).await?;
-    let wave_secs = t.elapsed().as_secs_f64();
-    let codes = first.codes.clone();
-    let retried_ok = codes.get("ok").copied().unwrap_or(0) - first.won;
-    let (won, payers, abandoned) = (first.won, first.paid, first.won - first.paid);
+    requests
+}
 
-    // Abandoned orders expire and their units come back; later waves buy
-    // them and pay at once. An order whose payment came too late (it expired
-    // first) is sold again the same way, so the sale always ends sold out
-    // and paid, however slow the machine.
-    let mut paid = first.paid;
+/// Abandoned orders expire and their units come back; later waves buy
+/// them and pay at once. An order whose payment came too late (it expired
+/// first) is sold again the same way, so the sale always ends sold out
+/// and paid, however slow the machine. Answers how many were resold.
+async fn resell(buyers: &Buyers, concurrency: usize, paid: u64) -> Result<u64> {
+    let mut paid = paid;
     let mut resold = 0;
     let mut late_buyers = 0;
     for _ in 0..MAX_WAVES {
         if paid == STOCK {
             break;
         }
-        let deadline = Instant::now() + Duration::from_secs(PAYMENT_TIMEOUT_SECS + 10);
-        let returned = loop {
-            let (status, sale) = http.get(&format!("/v1/sales/{SALE}")).await?;
-            let remaining = sale["remaining"]
-                .as_u64()
-                .with_context(|| format!("GET /v1/sales/{SALE} answered {status}: {sale}"))?;
-            if remaining == STOCK - paid {
-                break remaining;
-            }
-            if Instant::now() > deadline {
-                bail!("abandoned orders did not expire: {sale}");
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        };
+        let returned = wait_returned(&buyers.http, paid).await?;
         let late: Vec<(String, Value)> = (late_buyers..late_buyers + returned * 20)
             .map(|i| {
                 (
@@ -168,73 +223,101 @@ pub async fn run(args: Args) -> Result<ExitCode> {
             })
             .collect();
         late_buyers += returned * 20;
-        let again = wave(&buyers, late, args.concurrency as usize, u64::MAX).await?;
+        let again = wave(buyers, late, concurrency, u64::MAX).await?;
         resold += again.won;
         paid += again.paid;
     }
     if paid != STOCK {
         bail!("only {paid} of {STOCK} units were paid after {MAX_WAVES} waves");
     }
+    Ok(resold)
+}
 
-    // Everything in SQL, then the audit.
-    let store = Store::open(&database).await?;
-    wait_drained(&mut engine.connection(), SALE, Duration::from_secs(10)).await?;
-    let report = audit(&engine, &store, SALE).await?;
-    let (_, sale) = http.get(&format!("/v1/sales/{SALE}")).await?;
+/// Waits for every unpaid unit to be back on sale (its order expired);
+/// answers how many are.
+async fn wait_returned(http: &Http, paid: u64) -> Result<u64> {
+    let deadline = Instant::now() + Duration::from_secs(PAYMENT_TIMEOUT_SECS + 10);
+    loop {
+        let (status, sale) = http.get(&format!("/v1/sales/{SALE}")).await?;
+        let remaining = sale["remaining"]
+            .as_u64()
+            .with_context(|| format!("GET /v1/sales/{SALE} answered {status}: {sale}"))?;
+        if remaining == STOCK - paid {
+            return Ok(remaining);
+        }
+        if Instant::now() > deadline {
+            bail!("abandoned orders did not expire: {sale}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
 
-    let sold = sale["sold"].as_u64().unwrap_or(0);
-    println!();
-    println!("{:<44} {:>10}", "first wave requests (HTTP)", args.buyers);
-    println!("{:<44} {:>10.2}", "first wave seconds", wave_secs);
-    println!(
-        "{:<44} {:>10.0}",
-        "first wave requests/s",
-        args.buyers as f64 / wave_secs
-    );
-    for (code, n) in &codes {
-        println!("{:<44} {:>10}", format!("  answered {code}"), n);
-    }
-    println!("{:<44} {:>10}", "orders won in the first wave", won);
-    println!(
-        "{:<44} {:>10}",
-        "retries answered with their first order", retried_ok
-    );
-    println!("{:<44} {:>10}", "paid as they won", payers);
-    println!(
-        "{:<44} {:>10}",
-        "abandoned (or paid too late), expired", abandoned
-    );
-    println!("{:<44} {:>10}", "resold in later waves and paid", resold);
-    println!("{:<44} {:>10}", "units sold (stock 100)", sold);
-    println!("{:<44} {:>10}", "oversold", sold.saturating_sub(STOCK));
-    println!("{:<44} {:>10}", "orders in SQL", report.orders_in_sql);
-    println!(
-        "{:<44} {:>10}",
-        "audit",
-        if report.clean { "clean" } else { "MISMATCHES" }
-    );
-    for finding in &report.findings {
-        println!("  {}", serde_json::to_string(finding)?);
-    }
-    println!(
-        "{:<44} {:>10.1}",
-        "demo seconds",
-        started.elapsed().as_secs_f64()
-    );
-    let ok = report.clean && sold == STOCK && !codes.contains_key("transport_error");
-    if args.dashboard {
+/// What the demo prints at the end.
+struct Summary<'a> {
+    /// Requests in the first wave.
+    buyers: u64,
+    wave_secs: f64,
+    first: &'a Wave,
+    /// Units resold in later waves and paid.
+    resold: u64,
+    /// Units the sale reports sold.
+    sold: u64,
+    report: &'a seckill_orders::Report,
+}
+
+impl Summary<'_> {
+    /// The table of the run, then the audit's findings.
+    fn print(&self, started: Instant) -> Result<()> {
+        let (buyers, wave_secs, first, sold) = (self.buyers, self.wave_secs, self.first, self.sold);
+        let retried_ok = first.codes.get("ok").copied().unwrap_or(0) - first.won;
+        let (won, payers, abandoned) = (first.won, first.paid, first.won - first.paid);
         println!();
-        println!("dashboard: {base}/dashboard");
-        println!("admin token: {token}");
-        println!("the service stays up; Ctrl-C stops it");
-        crate::signals::shutdown().await;
+        println!("{:<44} {:>10}", "first wave requests (HTTP)", buyers);
+        println!("{:<44} {:>10.2}", "first wave seconds", wave_secs);
+        println!(
+            "{:<44} {:>10.0}",
+            "first wave requests/s",
+            buyers as f64 / wave_secs
+        );
+        for (code, n) in &first.codes {
+            println!("{:<44} {:>10}", format!("  answered {code}"), n);
+        }
+        println!("{:<44} {:>10}", "orders won in the first wave", won);
+        println!(
+            "{:<44} {:>10}",
+            "retries answered with their first order", retried_ok
+        );
+        println!("{:<44} {:>10}", "paid as they won", payers);
+        println!(
+            "{:<44} {:>10}",
+            "abandoned (or paid too late), expired", abandoned
+        );
+        println!(
+            "{:<44} {:>10}",
+            "resold in later waves and paid", self.resold
+        );
+        println!("{:<44} {:>10}", "units sold (stock 100)", sold);
+        println!("{:<44} {:>10}", "oversold", sold.saturating_sub(STOCK));
+        println!("{:<44} {:>10}", "orders in SQL", self.report.orders_in_sql);
+        println!(
+            "{:<44} {:>10}",
+            "audit",
+            if self.report.clean {
+                "clean"
+            } else {
+                "MISMATCHES"
+            }
+        );
+        for finding in &self.report.findings {
+            println!("  {}", serde_json::to_string(finding)?);
+        }
+        println!(
+            "{:<44} {:>10.1}",
+            "demo seconds",
+            started.elapsed().as_secs_f64()
+        );
+        Ok(())
     }
-    running.stop().await;
-    Ok(if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
 }
 
 fn user_of(i: u64, users: u64) -> String {

@@ -178,7 +178,6 @@ pub async fn load(http: &Http, args: &Args, signer: Option<Signer>) -> Result<Re
     let path = format!("/v1/sales/{}/purchase", args.sale);
     let (status, _) = http.get(&format!("/v1/sales/{}", args.sale)).await?;
     anyhow::ensure!(status.is_success(), "sale {} answered {status}", args.sale);
-    let next = Arc::new(AtomicU64::new(0));
     let users = args.users.unwrap_or(args.buyers * 7 / 10).max(1);
     let tokens: Arc<Vec<String>> = Arc::new(match &signer {
         Some(signer) => tokens(signer, users),
@@ -191,73 +190,31 @@ pub async fn load(http: &Http, args: &Args, signer: Option<Signer>) -> Result<Re
     };
     let bar = progress(args.buyers, "requests");
     let started = Instant::now();
-    let mut tasks = Vec::new();
-    for _ in 0..args.concurrency {
-        let (http, next, path, bar) = (http.clone(), next.clone(), path.clone(), bar.clone());
-        let tokens = tokens.clone();
-        let (buyers, request_ids) = (args.buyers, args.request_ids);
-        let keep_samples = args.plot.is_some();
-        tasks.push(tokio::spawn(async move {
-            let mut latency = Latency::default();
-            let mut codes: BTreeMap<String, u64> = BTreeMap::new();
-            let mut samples = Vec::new();
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= buyers || Instant::now() >= deadline {
-                    break;
-                }
-                // As many buyers as requests: each request a buyer of its
-                // own (every token seen once); fewer: drawn at random.
-                let user = if users >= buyers {
-                    i
-                } else {
-                    rand::random_range(0..users)
-                };
-                let mut body = json!({});
-                let buyer = match tokens.get(user as usize) {
-                    Some(token) => http.with_token(Some(token.clone())),
-                    None => {
-                        body["user_id"] = json!(format!("u{user}"));
-                        http.clone()
-                    }
-                };
-                if request_ids {
-                    body["request_id"] = json!(format!("r{i}"));
-                }
-                let t = Instant::now();
-                let answer = buyer.post(&path, &body).await;
-                let took = t.elapsed();
-                latency.record(took);
-                let code = match answer {
-                    Ok((status, body)) => code(status, &body),
-                    Err(_) => "transport_error".to_owned(),
-                };
-                if keep_samples {
-                    samples.push(Sample {
-                        at: started.elapsed(),
-                        took,
-                        ok: code == "ok",
-                    });
-                }
-                *codes.entry(code).or_default() += 1;
-                if i % 256 == 0 {
-                    bar.set_position(i);
-                }
-            }
-            (latency, codes, samples)
-        }));
-    }
-    let mut latency = Latency::default();
-    let mut codes: BTreeMap<String, u64> = BTreeMap::new();
-    let mut samples = Vec::new();
+    let worker = Worker {
+        http: http.clone(),
+        next: Arc::new(AtomicU64::new(0)),
+        path,
+        bar: bar.clone(),
+        tokens,
+        buyers: args.buyers,
+        request_ids: args.request_ids,
+        keep_samples: args.plot.is_some(),
+        users,
+        deadline,
+        started,
+    };
+    let tasks: Vec<_> = (0..args.concurrency)
+        .map(|_| tokio::spawn(worker.clone().run()))
+        .collect();
+    let mut tally = Tally::default();
     for task in tasks {
-        let (l, c, s) = task.await?;
-        latency.merge(&l);
-        samples.extend(s);
-        for (k, v) in c {
-            *codes.entry(k).or_default() += v;
-        }
+        tally.merge(task.await?);
     }
+    let Tally {
+        latency,
+        codes,
+        samples,
+    } = tally;
     let seconds = started.elapsed().as_secs_f64();
     let requests = latency.count();
     let cost = match meter {
@@ -293,6 +250,112 @@ pub async fn load(http: &Http, args: &Args, signer: Option<Signer>) -> Result<Re
         redis_us_per_request: cost.map(|c| c.0),
         redis_cpu_us_per_request: cost.and_then(|c| c.1),
     })
+}
+
+/// What the workers saw: each its own, then all of them merged.
+#[derive(Default)]
+struct Tally {
+    latency: Latency,
+    codes: BTreeMap<String, u64>,
+    samples: Vec<Sample>,
+}
+
+impl Tally {
+    fn merge(&mut self, other: Tally) {
+        self.latency.merge(&other.latency);
+        self.samples.extend(other.samples);
+        for (k, v) in other.codes {
+            *self.codes.entry(k).or_default() += v;
+        }
+    }
+}
+
+/// One of the `--concurrency` request loops, with its own handles on what
+/// they share (the next request number, the tokens, the progress bar).
+#[derive(Clone)]
+struct Worker {
+    http: Http,
+    next: Arc<AtomicU64>,
+    path: String,
+    bar: indicatif::ProgressBar,
+    tokens: Arc<Vec<String>>,
+    buyers: u64,
+    request_ids: bool,
+    keep_samples: bool,
+    users: u64,
+    deadline: Instant,
+    started: Instant,
+}
+
+impl Worker {
+    /// Takes the next request number and sends it, until all are sent or
+    /// time is up.
+    async fn run(self) -> Tally {
+        let Worker {
+            http,
+            next,
+            path,
+            bar,
+            tokens,
+            buyers,
+            request_ids,
+            keep_samples,
+            users,
+            deadline,
+            started,
+        } = self;
+        let mut latency = Latency::default();
+        let mut codes: BTreeMap<String, u64> = BTreeMap::new();
+        let mut samples = Vec::new();
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            if i >= buyers || Instant::now() >= deadline {
+                break;
+            }
+            // As many buyers as requests: each request a buyer of its
+            // own (every token seen once); fewer: drawn at random.
+            let user = if users >= buyers {
+                i
+            } else {
+                rand::random_range(0..users)
+            };
+            let mut body = json!({});
+            let buyer = match tokens.get(user as usize) {
+                Some(token) => http.with_token(Some(token.clone())),
+                None => {
+                    body["user_id"] = json!(format!("u{user}"));
+                    http.clone()
+                }
+            };
+            if request_ids {
+                body["request_id"] = json!(format!("r{i}"));
+            }
+            let t = Instant::now();
+            let answer = buyer.post(&path, &body).await;
+            let took = t.elapsed();
+            latency.record(took);
+            let code = match answer {
+                Ok((status, body)) => code(status, &body),
+                Err(_) => "transport_error".to_owned(),
+            };
+            if keep_samples {
+                samples.push(Sample {
+                    at: started.elapsed(),
+                    took,
+                    ok: code == "ok",
+                });
+            }
+            *codes.entry(code).or_default() += 1;
+            if i % 256 == 0 {
+                bar.set_position(i);
+            }
+        }
+        Tally {
+            latency,
+            codes,
+            samples,
+        }
+    }
 }
 
 /// One answered request, kept for `--plot`.

@@ -16,7 +16,7 @@ use seckill_lock::Locks;
 use serde::Serialize;
 
 use crate::redis_benchmark;
-use crate::redis_cost::Meter;
+use crate::redis_cost::{Cost, Meter};
 use crate::stats::{Latency, progress};
 use crate::target::RedisArgs;
 
@@ -111,16 +111,75 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         "--duration must be between 0 and 3600 seconds"
     );
     let target = args.redis.target()?;
-    let run_id = format!("{:08x}", rand::random::<u32>());
     let duration = Duration::from_secs_f64(args.duration);
-    let lease = Duration::from_millis(args.lease_ms);
+    let clients = connect_clients(&args, &target.redis).await?;
 
+    let bar = progress(duration.as_millis() as u64, "ms");
+    let mut meter = Meter::start(&target.redis).await?;
+    let started = Instant::now();
+    let shared = Shared {
+        started,
+        stop: started + duration,
+        released_at: Arc::new(AtomicU64::new(0)),
+        hot: args.mode == Mode::Hot,
+        work: args.work,
+    };
+    let mut tasks = Vec::new();
+    for client in clients.iter().cloned() {
+        tasks.push(tokio::spawn(take_in_a_loop(client, shared.clone())));
+    }
+    let ticker = {
+        let (bar, stop) = (bar.clone(), shared.stop);
+        tokio::spawn(async move {
+            while Instant::now() < stop {
+                bar.set_position(started.elapsed().as_millis() as u64);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+
+    let mut check = target.redis.connect().await?;
+    let mut totals = Totals::default();
+    for task in tasks {
+        totals.add(task.await??);
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let cost = meter.read(&["get", "set"]).await?;
+    ticker.abort();
+    bar.finish_and_clear();
+    let counter_ok = verify(&mut check, args.mode, args.work, &totals).await?;
+    let keys: Vec<String> = totals.counts.iter().map(|c| c.0.clone()).collect();
+    for key in keys {
+        let _: () = check.del(key).await?;
+    }
+    let baselines = if args.compare {
+        redis_benchmark_baselines(&target.redis).await?
+    } else {
+        (None, None)
+    };
+    let report = report(&args, elapsed, &totals, counter_ok, &cost, baselines);
+    print(&report, args.json)?;
+    Ok(if counter_ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// One bench client: its lock, its own connection, and its counter's key.
+type Client = (seckill_lock::Lock, seckill_redis::Conn, String);
+
+/// Each client with its own connections, on one lock (`hot`) or its own
+/// (`spread`), named fresh for this run so fences start at 1.
+async fn connect_clients(args: &Args, redis: &seckill_redis::Target) -> Result<Vec<Client>> {
+    let run_id = format!("{:08x}", rand::random::<u32>());
+    let lease = Duration::from_millis(args.lease_ms);
     let mut clients = Vec::new();
     for i in 0..args.clients {
-        let locks = Locks::new(&target.redis)
+        let locks = Locks::new(redis)
             .await
-            .with_context(|| format!("connecting to {}", target.redis))?;
-        let conn = target.redis.connect().await?;
+            .with_context(|| format!("connecting to {}", redis))?;
+        let conn = redis.connect().await?;
         let name = match args.mode {
             Mode::Hot => format!("bench-{run_id}"),
             Mode::Spread => format!("bench-{run_id}-{i}"),
@@ -132,84 +191,99 @@ pub async fn run(args: Args) -> Result<ExitCode> {
             format!("bench:{{{name}}}:counter"),
         ));
     }
+    Ok(clients)
+}
 
-    let bar = progress(duration.as_millis() as u64, "ms");
-    let mut meter = Meter::start(&target.redis).await?;
-    let started = Instant::now();
-    let stop = started + duration;
-    // Nanoseconds after `started` at which the last holder began releasing.
-    let released_at = Arc::new(AtomicU64::new(0));
-    let hot = args.mode == Mode::Hot;
-    let work = args.work;
-    let mut tasks = Vec::new();
-    for (lock, mut conn, counter) in clients.iter().cloned() {
-        let released_at = released_at.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut result = ClientResult {
-                acquisitions: 0,
-                last_fence: 0,
-                wait: Latency::default(),
-                handoff: Latency::default(),
-            };
-            while Instant::now() < stop {
-                let asked = Instant::now();
-                let guard = lock.acquire(Duration::from_secs(30)).await?;
-                let got = Instant::now();
-                result.wait.record(got - asked);
-                let previous = released_at.load(Ordering::Acquire);
-                if hot && previous > 0 {
-                    let since = (got - started).saturating_sub(Duration::from_nanos(previous));
-                    result.handoff.record(since);
-                }
-                result.last_fence = guard.fence();
-                if work == Work::Counter {
-                    let value: Option<i64> = conn.get(&counter).await?;
-                    let () = conn.set(&counter, value.unwrap_or(0) + 1).await?;
-                }
-                released_at.store(
-                    (Instant::now() - started).as_nanos() as u64,
-                    Ordering::Release,
-                );
-                guard.release().await?;
-                result.acquisitions += 1;
-            }
-            anyhow::Ok((result, counter))
-        }));
-    }
-    let ticker = {
-        let bar = bar.clone();
-        tokio::spawn(async move {
-            while Instant::now() < stop {
-                bar.set_position(started.elapsed().as_millis() as u64);
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        })
+/// What every client's loop shares: the clock, and where hand-offs are
+/// measured from.
+#[derive(Clone)]
+struct Shared {
+    started: Instant,
+    stop: Instant,
+    /// Nanoseconds after `started` at which the last holder began releasing.
+    released_at: Arc<AtomicU64>,
+    hot: bool,
+    work: Work,
+}
+
+/// One client until the time is up: take, do the work, release.
+async fn take_in_a_loop(client: Client, shared: Shared) -> Result<(ClientResult, String)> {
+    let (lock, mut conn, counter) = client;
+    let Shared {
+        started,
+        stop,
+        released_at,
+        hot,
+        work,
+    } = shared;
+    let mut result = ClientResult {
+        acquisitions: 0,
+        last_fence: 0,
+        wait: Latency::default(),
+        handoff: Latency::default(),
     };
-
-    let mut total = 0;
-    let mut wait = Latency::default();
-    let mut handoff = Latency::default();
-    let mut counter_ok = true;
-    let mut check = target.redis.connect().await?;
-    let mut counts = Vec::new();
-    for task in tasks {
-        let (result, counter) = task.await??;
-        total += result.acquisitions;
-        wait.merge(&result.wait);
-        handoff.merge(&result.handoff);
-        counts.push((counter, result.acquisitions, result.last_fence));
+    while Instant::now() < stop {
+        let asked = Instant::now();
+        let guard = lock.acquire(Duration::from_secs(30)).await?;
+        let got = Instant::now();
+        result.wait.record(got - asked);
+        let previous = released_at.load(Ordering::Acquire);
+        if hot && previous > 0 {
+            let since = (got - started).saturating_sub(Duration::from_nanos(previous));
+            result.handoff.record(since);
+        }
+        result.last_fence = guard.fence();
+        if work == Work::Counter {
+            let value: Option<i64> = conn.get(&counter).await?;
+            let () = conn.set(&counter, value.unwrap_or(0) + 1).await?;
+        }
+        released_at.store(
+            (Instant::now() - started).as_nanos() as u64,
+            Ordering::Release,
+        );
+        guard.release().await?;
+        result.acquisitions += 1;
     }
-    let elapsed = started.elapsed().as_secs_f64();
-    let cost = meter.read(&["get", "set"]).await?;
-    ticker.abort();
-    bar.finish_and_clear();
-    match (args.mode, args.work) {
+    Ok((result, counter))
+}
+
+/// The clients' results together.
+#[derive(Default)]
+struct Totals {
+    total: u64,
+    wait: Latency,
+    handoff: Latency,
+    /// Per client: its counter's key, its acquisitions, its last fence.
+    counts: Vec<(String, u64, u64)>,
+}
+
+impl Totals {
+    fn add(&mut self, (result, counter): (ClientResult, String)) {
+        self.total += result.acquisitions;
+        self.wait.merge(&result.wait);
+        self.handoff.merge(&result.handoff);
+        self.counts
+            .push((counter, result.acquisitions, result.last_fence));
+    }
+}
+
+/// Whether the run came out exact: the counters, or with `--work empty`
+/// the fences.
+async fn verify(
+    check: &mut seckill_redis::Conn,
+    mode: Mode,
+    work: Work,
+    totals: &Totals,
+) -> Result<bool> {
+    let (total, counts) = (totals.total, &totals.counts);
+    let mut counter_ok = true;
+    match (mode, work) {
         (Mode::Hot, Work::Counter) => {
             let value: Option<u64> = check.get(&counts[0].0).await?;
             counter_ok = value.unwrap_or(0) == total;
         }
         (Mode::Spread, Work::Counter) => {
-            for (counter, expected, _) in &counts {
+            for (counter, expected, _) in counts {
                 let value: Option<u64> = check.get(counter).await?;
                 counter_ok &= value.unwrap_or(0) == *expected;
             }
@@ -222,31 +296,42 @@ pub async fn run(args: Args) -> Result<ExitCode> {
             counter_ok = counts.iter().all(|(_, n, fence)| n == fence);
         }
     }
-    let keys: Vec<String> = counts.iter().map(|c| c.0.clone()).collect();
-    for key in keys {
-        let _: () = check.del(key).await?;
-    }
-    let per_acquisition = |us: f64| (total > 0).then(|| us / total as f64);
+    Ok(counter_ok)
+}
 
+/// `--compare`: redis-benchmark's SET NX PX/s (50 clients) and one client's
+/// GET round trips/s, on the same master.
+async fn redis_benchmark_baselines(
+    redis: &seckill_redis::Target,
+) -> Result<(Option<f64>, Option<f64>)> {
+    // One hash tag: on a cluster, every key on one master, which
+    // redis-benchmark is pointed at.
+    let key = "rb:lock:{bench}:__rand_int__";
+    let master = redis.master_of(key).await?;
+    let set = ["SET", key, "token", "NX", "PX", "10000"];
+    let pairs = redis_benchmark::rps(&master, 50, 1, 200_000, &set)?;
+    let get = ["GET", key];
+    let trips = redis_benchmark::rps(&master, 1, 1, 20_000, &get)?;
+    Ok((Some(pairs), Some(trips)))
+}
+
+/// The run's numbers, and how they compare with the baselines.
+fn report(
+    args: &Args,
+    elapsed: f64,
+    totals: &Totals,
+    counter_ok: bool,
+    cost: &Cost,
+    (baseline, round_trips): (Option<f64>, Option<f64>),
+) -> Report {
+    let (total, wait, handoff) = (totals.total, &totals.wait, &totals.handoff);
+    let per_acquisition = |us: f64| (total > 0).then(|| us / total as f64);
     let acquisitions_per_s = total as f64 / elapsed;
-    let (baseline, round_trips) = if args.compare {
-        // One hash tag: on a cluster, every key on one master, which
-        // redis-benchmark is pointed at.
-        let key = "rb:lock:{bench}:__rand_int__";
-        let master = target.redis.master_of(key).await?;
-        let set = ["SET", key, "token", "NX", "PX", "10000"];
-        let pairs = redis_benchmark::rps(&master, 50, 1, 200_000, &set)?;
-        let get = ["GET", key];
-        let trips = redis_benchmark::rps(&master, 1, 1, 20_000, &get)?;
-        (Some(pairs), Some(trips))
-    } else {
-        (None, None)
-    };
     let trips_per_acquisition = match args.work {
         Work::Counter => 3.0,
         Work::Empty => 1.0,
     };
-    let report = Report {
+    Report {
         mode: args.mode,
         work: args.work,
         clients: args.clients,
@@ -273,15 +358,9 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         ratio_to_redis_benchmark_pairs: baseline.map(|rps| acquisitions_per_s / (rps / 2.0)),
         redis_benchmark_round_trips_per_s: round_trips,
         ratio_to_serial_floor: round_trips
-            .filter(|_| hot)
+            .filter(|_| args.mode == Mode::Hot)
             .map(|rtt| acquisitions_per_s / (rtt / trips_per_acquisition)),
-    };
-    print(&report, args.json)?;
-    Ok(if counter_ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    }
 }
 
 fn print(r: &Report, json: bool) -> Result<()> {

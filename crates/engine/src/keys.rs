@@ -110,8 +110,7 @@ pub(crate) fn check_sale_key(field: &'static str, id: &str) -> Result<()> {
 /// `<sale>~<tag>`, and `transfers`: the stream of every unit moved between
 /// pool and shards.
 ///
-/// The baselines keep the classic recipes' keys (README, "The classic
-/// strategies"): `stock` (a counter),
+/// The baselines keep the classic recipes' keys (docs/strategies.md): `stock` (a counter),
 /// `tokens` (a list), `users` (hash user -> units) and per-day order records.
 #[derive(Clone, Debug)]
 pub(crate) struct SaleKeys {

@@ -44,3 +44,12 @@ impl OrderState {
         matches!(self, Self::PendingPayment | Self::Paid)
     }
 }
+
+/// For rows read from SQL, where the state is stored as its name.
+impl TryFrom<String> for OrderState {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<Self, String> {
+        Self::parse(&name).ok_or_else(|| format!("no order state is called {name:?}"))
+    }
+}

@@ -26,6 +26,8 @@
 //! - `repair`: [`repair_from_sql`], a sale Redis lost rebuilt from SQL.
 //! - `archive`: [`archive()`] and [`archive_forever`]: finished sales leave
 //!   Redis and answer from SQL.
+//! - `archived`: what SQL answers for an archived sale's orders and
+//!   purchases, for callers that found the sale gone from Redis.
 //! - `lost`: [`watch_lost_forever`], sales Redis lost while SQL holds them
 //!   as live: reported, and restored from SQL if asked.
 //! - `clock`: this machine's clock in ms, as Redis and SQL keep times.
@@ -60,6 +62,7 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 mod archive;
+pub mod archived;
 mod audit;
 mod backlog;
 mod clock;

@@ -127,25 +127,7 @@ impl Watch {
             // from the next look on.
             self.topology = None;
         }
-        // Shards too: a shard's master can lose it while the sale's keeps
-        // the sale; it is reported under its sale. Only the shards of the
-        // generation SQL holds live: a sale made again leaves its old
-        // shards' rows behind.
-        let all = store.live_sales().await?;
-        let current: HashMap<&str, i64> = all
-            .iter()
-            .filter(|(id, _)| !seckill_engine::is_shard(id))
-            .map(|(id, generation)| (id.as_str(), *generation))
-            .collect();
-        let live: Vec<(String, i64)> = all
-            .iter()
-            .filter(|(id, generation)| {
-                !seckill_engine::is_shard(id)
-                    || current.get(seckill_engine::sale_of(id)) == Some(generation)
-            })
-            .filter(|(id, _)| full || self.suspects.contains_key(id) || self.lost.contains_key(id))
-            .cloned()
-            .collect();
+        let live = self.candidates(store, full).await?;
         let ids: Vec<String> = live.iter().map(|(id, _)| id.clone()).collect();
         let held = engine.generations(&ids).await?;
         let (mut suspects, mut lost) = (HashMap::new(), HashMap::new());
@@ -194,6 +176,38 @@ impl Watch {
         }
         self.suspects = suspects;
         self.lost = lost;
+        self.show();
+        Ok(())
+    }
+
+    /// The live sales to compare with Redis: every one on a full look, else
+    /// those suspected or reported lost.
+    async fn candidates(&self, store: &Store, full: bool) -> Result<Vec<(String, i64)>> {
+        // Shards too: a shard's master can lose it while the sale's keeps
+        // the sale; it is reported under its sale. Only the shards of the
+        // generation SQL holds live: a sale made again leaves its old
+        // shards' rows behind.
+        let all = store.live_sales().await?;
+        let current: HashMap<&str, i64> = all
+            .iter()
+            .filter(|(id, _)| !seckill_engine::is_shard(id))
+            .map(|(id, generation)| (id.as_str(), *generation))
+            .collect();
+        let live: Vec<(String, i64)> = all
+            .iter()
+            .filter(|(id, generation)| {
+                !seckill_engine::is_shard(id)
+                    || current.get(seckill_engine::sale_of(id)) == Some(generation)
+            })
+            .filter(|(id, _)| full || self.suspects.contains_key(id) || self.lost.contains_key(id))
+            .cloned()
+            .collect();
+        Ok(live)
+    }
+
+    /// Shows the sales reported lost (a shard under its sale): in the gauge
+    /// and to whoever holds `shown`.
+    fn show(&self) {
         let shown: BTreeSet<String> = self
             .lost
             .keys()
@@ -201,7 +215,6 @@ impl Watch {
             .collect();
         metrics::gauge!("seckill_sales_lost_in_redis").set(shown.len() as f64);
         *self.shown.0.lock().unwrap_or_else(|e| e.into_inner()) = shown;
-        Ok(())
     }
 
     async fn restore(&self, engine: &Engine, store: &Store, id: &str) -> Result<()> {

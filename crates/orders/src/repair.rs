@@ -1,11 +1,11 @@
 //! Rebuilding a sale Redis lost from its orders in SQL, and the gap the
 //! rebuild can see.
 
-use seckill_engine::{Engine, OrderInfo, OrderState, RestoredOrder, SaleSpec};
+use seckill_engine::{Engine, OrderInfo, RestoredOrder, SaleSpec};
 
 use crate::audit::backlog;
 use crate::error::{Error, Result};
-use crate::store::Store;
+use crate::store::{Store, StoredSale};
 
 /// What [`repair_from_sql`] rebuilt, and the gap it can see.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -60,6 +60,27 @@ pub async fn repair_from_sql(engine: &Engine, store: &Store, id: &str) -> Result
     for shard in &shards {
         refuse_backlog(&mut conn, shard).await?;
     }
+    let spec = spec_of(&sale, id, shards.len());
+    let (restored, mut parts) = orders_of(store, &sale, id, &shards).await?;
+    let (_, own) = parts.pop().unwrap_or_default();
+    match parts.is_empty() {
+        true => {
+            engine
+                .restore_sale(&spec, sale.generation as u64, &own)
+                .await?
+        }
+        false => {
+            engine
+                .restore_sharded(&spec, sale.generation as u64, &parts)
+                .await?
+        }
+    };
+    Ok(restored)
+}
+
+/// The sale's settings as SQL recorded them, over `shards` shards (none:
+/// not sharded).
+fn spec_of(sale: &StoredSale, id: &str, shards: usize) -> SaleSpec {
     let mut spec = SaleSpec::new(id, sale.stock as u64)
         .name(&sale.name)
         .window(
@@ -67,10 +88,21 @@ pub async fn repair_from_sql(engine: &Engine, store: &Store, id: &str) -> Result
             sale.ends_at_ms.map(|v| v as u64),
         )
         .payment_timeout_secs(sale.payment_timeout_secs as u64);
-    if !shards.is_empty() {
-        spec = spec.shards(shards.len() as u32);
+    if shards > 0 {
+        spec = spec.shards(shards as u32);
     }
     spec.per_user_limit = sale.per_user_limit.map(|l| l as u32);
+    spec
+}
+
+/// The orders SQL holds of each shard, then of the sale itself (last), as
+/// they are written back; a row Redis cannot hold is left out.
+async fn orders_of(
+    store: &Store,
+    sale: &StoredSale,
+    id: &str,
+    shards: &[String],
+) -> Result<(Restored, Vec<(String, Vec<RestoredOrder>)>)> {
     let mut restored = Restored {
         orders: 0,
         newest_order_ms: None,
@@ -90,7 +122,7 @@ pub async fn repair_from_sql(engine: &Engine, store: &Store, id: &str) -> Result
                         sale_id: row.sale_id,
                         user_id: row.user_id,
                         quantity: u32::try_from(row.quantity).ok()?,
-                        state: OrderState::parse(&row.state)?,
+                        state: row.state,
                         pay_by_ms: (row.created_ms + sale.payment_timeout_secs * 1000) as u64,
                     },
                     request_id: row.request_id,
@@ -100,20 +132,7 @@ pub async fn repair_from_sql(engine: &Engine, store: &Store, id: &str) -> Result
         restored.orders += orders.len();
         parts.push((part.to_owned(), orders));
     }
-    let (_, own) = parts.pop().unwrap_or_default();
-    match parts.is_empty() {
-        true => {
-            engine
-                .restore_sale(&spec, sale.generation as u64, &own)
-                .await?
-        }
-        false => {
-            engine
-                .restore_sharded(&spec, sale.generation as u64, &parts)
-                .await?
-        }
-    };
-    Ok(restored)
+    Ok((restored, parts))
 }
 
 /// `Backlog` while sale `sale`'s stream holds events SQL has not received.

@@ -40,8 +40,9 @@ pub struct StoredOrder {
     /// The purchase's request id; `None` if it had none, or if its purchase
     /// event has not been persisted yet.
     pub request_id: Option<String>,
-    /// The order's state, as [`OrderState::as_str`] spells it.
-    pub state: String,
+    /// The order's state (stored as [`OrderState::as_str`] spells it).
+    #[sqlx(try_from = "String")]
+    pub state: OrderState,
     /// When the order was bought, ms since the Unix epoch.
     pub created_ms: i64,
     /// When its latest persisted event happened, ms since the Unix epoch.

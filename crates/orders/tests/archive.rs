@@ -114,7 +114,7 @@ async fn five_archived_sales_of_20000_orders_give_redis_its_memory_back() {
                 .order(first)
                 .await
                 .unwrap()
-                .is_some_and(|o| o.state == "paid")
+                .is_some_and(|o| o.state == seckill_engine::OrderState::Paid)
         );
     }
     let _ = stop.send(());

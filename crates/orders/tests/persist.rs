@@ -127,7 +127,7 @@ async fn twenty_thousand_purchases(rig: &Rig) {
         .await
         .unwrap()
         .iter()
-        .filter(|o| o.state == "paid")
+        .filter(|o| o.state == seckill_engine::OrderState::Paid)
         .count();
     assert_eq!(paid, 20_000usize.div_ceil(7));
 }
@@ -205,7 +205,12 @@ async fn expired_orders_are_expired_in_sql_and_their_stock_resold() {
     assert_sql_matches_redis(&rig, "exp").await;
     let generation = rig.engine.sale("exp").await.unwrap().generation as i64;
     let sql = rig.store.orders("exp", generation).await.unwrap();
-    assert_eq!(sql.iter().filter(|o| o.state == "expired").count(), 40);
+    assert_eq!(
+        sql.iter()
+            .filter(|o| o.state == seckill_engine::OrderState::Expired)
+            .count(),
+        40
+    );
 }
 
 #[tokio::test]

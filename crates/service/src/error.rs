@@ -6,7 +6,7 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use seckill_engine::OrderState;
+use seckill_engine::{OrderState, Outcome};
 
 /// Why the service could not start, or a client request got no answer.
 #[derive(Debug, thiserror::Error)]
@@ -37,21 +37,154 @@ pub enum Error {
     Config(String),
 }
 
+/// The stable `code` of an error answer: programs branch on it, and
+/// `openapi.json` lists every one (a test holds the two together).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Code {
+    /// `invalid_request`.
+    InvalidRequest,
+    /// `fields_disagree`.
+    FieldsDisagree,
+    /// `unauthorized`.
+    Unauthorized,
+    /// `forbidden`.
+    Forbidden,
+    /// `not_found`.
+    NotFound,
+    /// `sale_not_found`.
+    SaleNotFound,
+    /// `order_not_found`.
+    OrderNotFound,
+    /// `method_not_allowed`.
+    MethodNotAllowed,
+    /// `request_timeout`.
+    RequestTimeout,
+    /// `payload_too_large`.
+    PayloadTooLarge,
+    /// `rate_limited`.
+    RateLimited,
+    /// `sale_exists`.
+    SaleExists,
+    /// `sale_conflict`.
+    SaleConflict,
+    /// `sold_out`.
+    SoldOut,
+    /// `limit_exceeded`.
+    LimitExceeded,
+    /// `not_started`.
+    NotStarted,
+    /// `ended`.
+    Ended,
+    /// `order_expired`.
+    OrderExpired,
+    /// `order_paid`.
+    OrderPaid,
+    /// `order_cancelled`.
+    OrderCancelled,
+    /// `order_pending`.
+    OrderPending,
+    /// `unavailable`.
+    Unavailable,
+    /// `sale_lost`.
+    SaleLost,
+    /// `stock_moving`.
+    StockMoving,
+}
+
+impl Code {
+    /// Every code.
+    pub const ALL: [Code; 24] = [
+        Self::InvalidRequest,
+        Self::FieldsDisagree,
+        Self::Unauthorized,
+        Self::Forbidden,
+        Self::NotFound,
+        Self::SaleNotFound,
+        Self::OrderNotFound,
+        Self::MethodNotAllowed,
+        Self::RequestTimeout,
+        Self::PayloadTooLarge,
+        Self::RateLimited,
+        Self::SaleExists,
+        Self::SaleConflict,
+        Self::SoldOut,
+        Self::LimitExceeded,
+        Self::NotStarted,
+        Self::Ended,
+        Self::OrderExpired,
+        Self::OrderPaid,
+        Self::OrderCancelled,
+        Self::OrderPending,
+        Self::Unavailable,
+        Self::SaleLost,
+        Self::StockMoving,
+    ];
+
+    /// The code as answers spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::InvalidRequest => "invalid_request",
+            Self::FieldsDisagree => "fields_disagree",
+            Self::Unauthorized => "unauthorized",
+            Self::Forbidden => "forbidden",
+            Self::NotFound => "not_found",
+            Self::SaleNotFound => "sale_not_found",
+            Self::OrderNotFound => "order_not_found",
+            Self::MethodNotAllowed => "method_not_allowed",
+            Self::RequestTimeout => "request_timeout",
+            Self::PayloadTooLarge => "payload_too_large",
+            Self::RateLimited => "rate_limited",
+            Self::SaleExists => "sale_exists",
+            Self::SaleConflict => "sale_conflict",
+            Self::SoldOut => "sold_out",
+            Self::LimitExceeded => "limit_exceeded",
+            Self::NotStarted => "not_started",
+            Self::Ended => "ended",
+            Self::OrderExpired => "order_expired",
+            Self::OrderPaid => "order_paid",
+            Self::OrderCancelled => "order_cancelled",
+            Self::OrderPending => "order_pending",
+            Self::Unavailable => "unavailable",
+            Self::SaleLost => "sale_lost",
+            Self::StockMoving => "stock_moving",
+        }
+    }
+
+    /// The code of a purchase refused with `outcome`; `None` for a purchase
+    /// made.
+    pub fn of(outcome: &Outcome) -> Option<Self> {
+        Some(match outcome {
+            Outcome::SoldOut => Self::SoldOut,
+            Outcome::LimitExceeded => Self::LimitExceeded,
+            Outcome::NotStarted => Self::NotStarted,
+            Outcome::Ended => Self::Ended,
+            Outcome::Ok(_) | Outcome::Duplicate(_) => return None,
+        })
+    }
+}
+
+impl std::fmt::Display for Code {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// An API error: what the client sees.
 #[derive(Clone, Debug, thiserror::Error)]
 #[error("{code}: {message}")]
 pub struct ApiError {
     /// The HTTP status of the answer.
     pub status: StatusCode,
-    /// Stable snake_case code for programs, e.g. `sold_out`; listed in `openapi.json`.
-    pub code: &'static str,
+    /// Stable code for programs, e.g. `sold_out`; listed in `openapi.json`.
+    pub code: Code,
     /// Human-readable explanation; its wording may change.
     pub message: String,
 }
 
 impl ApiError {
     /// An error with any status and code.
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(status: StatusCode, code: Code, message: impl Into<String>) -> Self {
         Self {
             status,
             code,
@@ -61,22 +194,22 @@ impl ApiError {
 
     /// 400 `invalid_request`: the request can never succeed as sent.
     pub fn invalid(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "invalid_request", message)
+        Self::new(StatusCode::BAD_REQUEST, Code::InvalidRequest, message)
     }
 
     /// 401 `unauthorized`: no credential, or one that does not verify.
     pub fn unauthorized(why: impl Into<String>) -> Self {
-        Self::new(StatusCode::UNAUTHORIZED, "unauthorized", why)
+        Self::new(StatusCode::UNAUTHORIZED, Code::Unauthorized, why)
     }
 
     /// 403 `forbidden`: known, but not allowed this.
     pub fn forbidden(why: &str) -> Self {
-        Self::new(StatusCode::FORBIDDEN, "forbidden", why)
+        Self::new(StatusCode::FORBIDDEN, Code::Forbidden, why)
     }
 
     /// 503 `unavailable`: Redis or SQL cannot serve now; the client may retry.
     pub fn unavailable(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, Code::Unavailable, message)
     }
 
     /// 503 `sale_lost`: SQL holds sale `id` as live but Redis no longer
@@ -86,7 +219,7 @@ impl ApiError {
     pub fn sale_lost(id: &str) -> Self {
         Self::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            "sale_lost",
+            Code::SaleLost,
             format!(
                 "Redis has lost sale `{id}`, which SQL holds as live: nothing of it is sold or \
                  settled until an admin restores it with `seckill audit --sale {id} \
@@ -97,14 +230,14 @@ impl ApiError {
 
     /// 409 with `code`: the request clashes with the current state (a sale
     /// that exists, an order already settled).
-    pub fn conflict(code: &'static str, message: impl Into<String>) -> Self {
+    pub fn conflict(code: Code, message: impl Into<String>) -> Self {
         Self::new(StatusCode::CONFLICT, code, message)
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = serde_json::json!({ "code": self.code, "message": self.message });
+        let body = serde_json::json!({ "code": self.code.as_str(), "message": self.message });
         let mut response = (self.status, Json(body)).into_response();
         if self.status == StatusCode::UNAUTHORIZED {
             // RFC 6750: say which scheme would be taken.
@@ -123,23 +256,23 @@ impl From<seckill_engine::Error> for ApiError {
         match e {
             E::SaleNotFound(id) => Self::new(
                 StatusCode::NOT_FOUND,
-                "sale_not_found",
+                Code::SaleNotFound,
                 format!("no sale `{id}`"),
             ),
             E::OrderNotFound(id) => Self::new(
                 StatusCode::NOT_FOUND,
-                "order_not_found",
+                Code::OrderNotFound,
                 format!("no order `{id}`"),
             ),
             E::SaleExists(id) => {
-                Self::conflict("sale_exists", format!("sale `{id}` already exists"))
+                Self::conflict(Code::SaleExists, format!("sale `{id}` already exists"))
             }
             E::OrderConflict { order_id, state } => {
                 let code = match state {
-                    OrderState::Expired => "order_expired",
-                    OrderState::Paid => "order_paid",
-                    OrderState::Cancelled => "order_cancelled",
-                    OrderState::PendingPayment => "order_pending",
+                    OrderState::Expired => Code::OrderExpired,
+                    OrderState::Paid => Code::OrderPaid,
+                    OrderState::Cancelled => Code::OrderCancelled,
+                    OrderState::PendingPayment => Code::OrderPending,
                 };
                 Self::conflict(code, format!("order `{order_id}` is {}", state.as_str()))
             }
@@ -149,10 +282,10 @@ impl From<seckill_engine::Error> for ApiError {
             // document forbids this".
             E::Inconsistent { .. } => Self::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
-                "fields_disagree",
+                Code::FieldsDisagree,
                 e.to_string(),
             ),
-            E::StateConflict { .. } => Self::conflict("sale_conflict", e.to_string()),
+            E::StateConflict { .. } => Self::conflict(Code::SaleConflict, e.to_string()),
             E::Unsupported { .. } => Self::invalid(e.to_string()),
             E::NotReplicated(_) => {
                 tracing::warn!(error = %e, "purchase not confirmed by a replica");
@@ -162,7 +295,7 @@ impl From<seckill_engine::Error> for ApiError {
             }
             E::StockMoving(_) => Self::new(
                 StatusCode::SERVICE_UNAVAILABLE,
-                "stock_moving",
+                Code::StockMoving,
                 format!("{e}; nothing was bought"),
             ),
             // Redis down, slow or failing, a batch whose answer never came,
@@ -200,5 +333,26 @@ impl From<seckill_orders::Error> for ApiError {
                 Self::unavailable("the order database cannot be reached right now")
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_is_in_the_document_and_every_documented_code_is_one() {
+        let doc: serde_json::Value = serde_json::from_str(include_str!("openapi.json")).unwrap();
+        let listed = &doc["components"]["schemas"]["Error"]["properties"]["code"]["enum"];
+        let mut listed: Vec<&str> = listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_str().unwrap())
+            .collect();
+        let mut ours: Vec<&str> = Code::ALL.iter().map(|c| c.as_str()).collect();
+        listed.sort_unstable();
+        ours.sort_unstable();
+        assert_eq!(listed, ours);
     }
 }

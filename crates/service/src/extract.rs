@@ -9,7 +9,7 @@ use axum::http::StatusCode;
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, Code};
 use crate::state::AppState;
 
 /// Like `axum::Json`, but malformed JSON, wrong types, unknown fields and a
@@ -130,7 +130,7 @@ impl FromRequest<Arc<AppState>> for RawBody {
 fn too_large() -> ApiError {
     ApiError::new(
         StatusCode::PAYLOAD_TOO_LARGE,
-        "payload_too_large",
+        Code::PayloadTooLarge,
         "request bodies are limited to 16 KiB",
     )
 }
@@ -138,7 +138,7 @@ fn too_large() -> ApiError {
 fn late(deadline: std::time::Duration) -> ApiError {
     ApiError::new(
         StatusCode::REQUEST_TIMEOUT,
-        "request_timeout",
+        Code::RequestTimeout,
         format!("the request body did not arrive within {deadline:?}"),
     )
 }

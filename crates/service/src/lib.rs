@@ -77,7 +77,7 @@ mod time;
 pub use auth::{Auth, Buyers, Jwt, JwtKeys, webhook};
 /// The name of a header (`Buyers::TrustedHeader`).
 pub use axum::http::HeaderName;
-pub use error::{ApiError, Error};
+pub use error::{ApiError, Code, Error};
 pub use listener::Limits;
 pub use secret::Secret;
 pub use server::{BODY_LIMIT, Config, Running, start};

@@ -16,7 +16,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::auth::{Auth, Buyers, Checker};
-use crate::error::ApiError;
+use crate::error::{ApiError, Code};
 use crate::limiter::Limiter;
 use crate::listener::Limits;
 
@@ -210,7 +210,7 @@ pub fn router(state: Arc<AppState>) -> Router {
 async fn method_not_allowed() -> ApiError {
     ApiError::new(
         axum::http::StatusCode::METHOD_NOT_ALLOWED,
-        "method_not_allowed",
+        Code::MethodNotAllowed,
         "this route does not take that method",
     )
 }

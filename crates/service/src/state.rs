@@ -11,7 +11,7 @@ use seckill_orders::Store;
 
 use crate::activity::Activity;
 use crate::auth::Checker;
-use crate::error::ApiError;
+use crate::error::{ApiError, Code};
 use crate::limiter::Limiter;
 use crate::locks::{read, write};
 
@@ -91,14 +91,14 @@ impl AppState {
         if ip.is_some_and(|ip| !self.ip_limiter.allow(&ip)) {
             return Err(ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
-                "rate_limited",
+                Code::RateLimited,
                 "too many requests from this address; slow down",
             ));
         }
         if !self.limiter.allow(&req.user_id) {
             return Err(ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
-                "rate_limited",
+                Code::RateLimited,
                 "too many requests from this user; slow down",
             ));
         }
@@ -107,7 +107,7 @@ impl AppState {
             && req.quantity > limit
         {
             return Err(ApiError::conflict(
-                "limit_exceeded",
+                Code::LimitExceeded,
                 format!(
                     "quantity: {} is above the per-user limit of {limit}",
                     req.quantity

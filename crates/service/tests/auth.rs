@@ -87,7 +87,7 @@ impl Rig {
             .await
             .unwrap()
             .into_iter()
-            .map(|o| (o.order_id, o.state))
+            .map(|o| (o.order_id, o.state.as_str().to_owned()))
             .collect();
         (sale["sold"].clone(), sale["remaining"].clone(), rows)
     }

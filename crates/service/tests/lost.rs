@@ -490,7 +490,10 @@ async fn honoured(
         .count();
     let live_in_sql: u64 = rows
         .iter()
-        .filter(|o| o.state == "pending_payment" || o.state == "paid")
+        .filter(|o| {
+            o.state == seckill_engine::OrderState::PendingPayment
+                || o.state == seckill_engine::OrderState::Paid
+        })
         .map(|o| o.quantity as u64)
         .sum();
     assert_eq!(
@@ -505,7 +508,7 @@ async fn honoured(
     assert_eq!(users.len(), before, "a buyer over the limit of 1");
     let first = &rows
         .iter()
-        .filter(|o| o.created_ms < lost_ms && o.state == "pending_payment")
+        .filter(|o| o.created_ms < lost_ms && o.state == seckill_engine::OrderState::PendingPayment)
         .max_by_key(|o| o.created_ms)
         .expect("no order from before the loss left to pay")
         .order_id;
@@ -519,10 +522,13 @@ async fn honoured(
         let states = store.orders(sale_id, sale.generation as i64).await.unwrap();
         let pending = states
             .iter()
-            .filter(|o| o.state == "pending_payment")
+            .filter(|o| o.state == seckill_engine::OrderState::PendingPayment)
             .count();
         if pending == 0 {
-            let paid = states.iter().filter(|o| o.state == "paid").count();
+            let paid = states
+                .iter()
+                .filter(|o| o.state == seckill_engine::OrderState::Paid)
+                .count();
             assert_eq!(paid, 1, "the paid order");
             break;
         }

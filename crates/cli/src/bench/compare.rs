@@ -72,8 +72,31 @@ pub(super) async fn compare(
     for (name, _, command) in &refusals {
         runs.push((name, command, &[16]));
     }
-    let mut baselines = Vec::new();
     let requests = 200_000;
+    let baselines = benchmark(target, runs, requests).await?;
+    check_sales(
+        engine,
+        &full_sale,
+        [(&floor_sale, requests), (&floor_read_sale, 0)],
+        &refusals,
+        requests,
+    )
+    .await?;
+    engine.delete_sale(&classic_sale).await?;
+    engine.delete_sale(&full_sale).await?;
+    engine.delete_sale(&floor_sale).await?;
+    engine.delete_sale(&floor_read_sale).await?;
+    Ok(baselines)
+}
+
+/// Runs `redis-benchmark` (50 clients, each pipeline depth) on each
+/// command line, metering the Redis time it cost.
+async fn benchmark(
+    target: &Target,
+    runs: Vec<(&str, &Vec<String>, &[u32])>,
+    requests: u64,
+) -> Result<Vec<Baseline>> {
+    let mut baselines = Vec::new();
     for (name, command, pipelines) in runs {
         let command: Vec<&str> = command.iter().map(String::as_str).collect();
         // FCALL|EVALSHA <name> <numkeys> <first key> …: on a cluster,
@@ -93,10 +116,22 @@ pub(super) async fn compare(
             });
         }
     }
+    Ok(baselines)
+}
+
+/// What each baseline's sale holds afterwards, or it measured other than
+/// it says; each refusal's sale is deleted once checked.
+async fn check_sales(
+    engine: &Engine,
+    full_sale: &str,
+    floors: [(&String, u64); 2],
+    refusals: &[(&'static str, String, Vec<String>)],
+    requests: u64,
+) -> Result<()> {
     // The full purchase must have sold on (nearly) every call: its random
     // request ids repeat by chance about 20 times in each run of 200,000,
     // and a repeat is answered with the earlier order.
-    let full_orders = engine.stream_events(&full_sale).await?;
+    let full_orders = engine.stream_events(full_sale).await?;
     anyhow::ensure!(
         full_orders >= 2 * requests * 999 / 1000,
         "full purchase sale {full_sale} holds {full_orders} orders after {} calls",
@@ -104,14 +139,14 @@ pub(super) async fn compare(
     );
     // The purchase floor must have written an order per call, and the
     // refusal's read none, or they measured less than they say.
-    for (sale, expected) in [(&floor_sale, requests), (&floor_read_sale, 0)] {
+    for (sale, expected) in floors {
         let events = engine.stream_events(sale).await?;
         anyhow::ensure!(
             events == expected,
             "floor sale {sale} holds {events} orders, not {expected}"
         );
     }
-    for (name, sale, _) in &refusals {
+    for (name, sale, _) in refusals {
         // Each refusal baseline must have refused: its sale holds only the
         // order made to set it up.
         let events = engine.stream_events(sale).await?;
@@ -121,11 +156,7 @@ pub(super) async fn compare(
         );
         engine.delete_sale(sale).await?;
     }
-    engine.delete_sale(&classic_sale).await?;
-    engine.delete_sale(&full_sale).await?;
-    engine.delete_sale(&floor_sale).await?;
-    engine.delete_sale(&floor_read_sale).await?;
-    Ok(baselines)
+    Ok(())
 }
 
 /// Baseline names of the floors: what the commands a purchase sends cost

@@ -2,28 +2,31 @@
 //! run is verified against Redis and the order records.
 //!
 //! Here the arguments and the runs (plain, sharded, with the persister);
-//! `rows` what a run reports, `table` how the terminal shows it, `compare`
-//! the `redis-benchmark` baselines of `--compare`.
+//! `persister` the order persister of `--persist-to`, `rows` what a run
+//! reports, `table` how the terminal shows it, `compare` the
+//! `redis-benchmark` baselines of `--compare`.
 
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
-use seckill_engine::bench::{race, verify};
+use seckill_engine::bench::{Race, Verdict, race, verify};
 use seckill_engine::{CoalescerConfig, Engine, Inventory, PurchaseRequest, SaleSpec, Strategy};
 
-use seckill_orders::{Persister, PersisterConfig, Store, wait_drained};
+use seckill_orders::Store;
 
 mod compare;
+mod persister;
 mod rows;
 mod table;
 
 use compare::compare;
+use persister::{Drain, PERSISTER_THREADS, start_persister};
 use rows::{MasterShare, Persisted, Row, ShardRow, ShardedRun};
 use table::print_table;
 
 use crate::durability::DurabilityArgs;
-use crate::redis_cost::{Meter, threads_cpu_us};
+use crate::redis_cost::{Cost, Meter, threads_cpu_us};
 use crate::stats::{Latency, progress};
 use crate::target::RedisArgs;
 
@@ -101,42 +104,9 @@ fn strategies(name: &str) -> Result<Strategies, String> {
         })
 }
 
-/// The persister's share of Redis time in a run: its plain commands but the
-/// two the bench's own wait for the drain sends too (`XINFO GROUPS`,
-/// `HGETALL`; the persister sends them twice a second), and the
-/// `XREADGROUP` its read script runs, counted under its own name as well.
-/// The script call around it, once a batch, is counted with the purchases.
-fn persister_commands() -> Vec<&'static str> {
-    seckill_orders::PLAIN_COMMANDS
-        .into_iter()
-        .filter(|c| !["xinfo|groups", "hgetall"].contains(c))
-        .chain(["xreadgroup"])
-        .collect()
-}
-
-/// Names of the threads the persister runs on in `bench`: its own, and
-/// sqlx's SQLite connection workers (`sqlx-sqlite-worker-N`, truncated).
-const PERSISTER_THREADS: &[&str] = &["seckill-persist", "sqlx-sqlite-wor"];
-
 pub async fn run(args: Args) -> Result<ExitCode> {
     // Refused or skipped before any Redis starts.
-    let mut strategies = Vec::new();
-    for &strategy in &args.strategy.0 {
-        let skip = if args.shards > 1 && strategy.inventory() != Inventory::Hash {
-            Some("cannot sell a sharded sale; --shards needs atomic or coalesced")
-        } else if args.redis.is_cluster() && !strategy.runs_on_a_cluster() {
-            Some("runs on one Redis server, not on a cluster")
-        } else {
-            None
-        };
-        match skip {
-            None => strategies.push(strategy),
-            Some(why) if args.strategy.0.len() > 1 => {
-                eprintln!("{}: skipped, it {why}", strategy.name());
-            }
-            Some(why) => anyhow::bail!("strategy {} {why}", strategy.name()),
-        }
-    }
+    let strategies = runnable(&args)?;
     let target = args.redis.target()?;
     let engine = Engine::connect_target(&target.redis)
         .await
@@ -200,6 +170,31 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     })
 }
 
+/// The strategies asked for that can run here: one that cannot is refused,
+/// or skipped when `all` asked for it. Decided before any Redis starts.
+fn runnable(args: &Args) -> Result<Vec<Strategy>> {
+    let mut strategies = Vec::new();
+    for &strategy in &args.strategy.0 {
+        let skip = if args.shards > 1 && strategy.inventory() != Inventory::Hash {
+            Some("cannot sell a sharded sale; --shards needs atomic or coalesced")
+        } else if args.redis.is_cluster() && !strategy.runs_on_a_cluster() {
+            Some("runs on one Redis server, not on a cluster")
+        } else {
+            None
+        };
+        match skip {
+            None => strategies.push(strategy),
+            Some(why) if args.strategy.0.len() > 1 => {
+                eprintln!("{}: skipped, it {why}", strategy.name());
+            }
+            Some(why) => anyhow::bail!("strategy {} {why}", strategy.name()),
+        }
+    }
+    Ok(strategies)
+}
+
+/// One strategy's race on a fresh sale, its checks, and its row; the sale
+/// is deleted afterwards.
 async fn bench(
     engine: &Engine,
     redis: &seckill_redis::Target,
@@ -236,98 +231,112 @@ async fn bench(
     .await;
     let cost = meter.read(strategy.plain_commands()).await?;
     bar.finish_and_clear();
-    let mut persisted = None;
-    if let (Some(store), Some((stop, task))) = (persist, persister) {
-        let started = std::time::Instant::now();
-        for part in &parts {
-            wait_drained(
-                &mut engine.connection(),
-                part,
-                std::time::Duration::from_secs(60),
-            )
-            .await?;
+    let persisted = match (persist, persister) {
+        (Some(store), Some(running)) => {
+            let drain = Drain {
+                engine,
+                store,
+                parts: &parts,
+                generation,
+            };
+            Some(drain.measure(running, &mut meter, persister_cpu).await?)
         }
-        let drain = started.elapsed();
-        let redis_us = meter.read_only(&persister_commands()).await?.command_us;
-        let cpu_us = persister_cpu
-            .zip(threads_cpu_us(PERSISTER_THREADS))
-            .map(|(a, b)| b - a);
-        let _ = stop.send(());
-        tokio::task::spawn_blocking(move || task.join())
-            .await?
-            .map_err(|_| anyhow::anyhow!("the persister thread panicked"))?;
-        let mut orders = 0;
-        for part in &parts {
-            orders += store.orders(part, generation as i64).await?.len() as u64;
-        }
-        let per_order = |us: f64| (orders > 0).then(|| us / orders as f64);
-        persisted = Some(Persisted {
-            drain_ms: drain.as_secs_f64() * 1000.0,
-            orders,
-            redis_us_per_order: per_order(redis_us),
-            cpu_us_per_order: cpu_us.and_then(per_order),
-        });
-    }
+        _ => None,
+    };
     let verdict = verify(engine, &id, &outcome.demand).await?;
     let sharded = match sale.sharding {
         Some(_) => Some(sharded_run(engine, redis, &id).await?),
         None => None,
     };
     engine.delete_sale(&id).await?;
-
-    let mut latency = Latency::default();
-    for us in &outcome.latencies_us {
-        latency.record(std::time::Duration::from_micros(*us));
-    }
-    let seconds = outcome.elapsed.as_secs_f64();
-    let errors = outcome.outcomes.get("error").copied().unwrap_or(0);
-    let stock_moving = outcome.outcomes.get("stock_moving").copied().unwrap_or(0);
-    let answered = outcome.latencies_us.len() as u64 - errors;
-    let (redis_us, redis_cpu_us) = cost.per(answered).unzip();
-    let by_master = if cost.by_master.len() > 1 && answered > 0 {
-        cost.by_master
-            .iter()
-            .map(|(master, us)| MasterShare {
-                master: master.clone(),
-                redis_us: us / answered as f64,
-            })
-            .collect()
-    } else {
-        Vec::new()
-    };
-    Ok(Row {
-        strategy: strategy.name(),
-        stock: args.stock,
-        buyers: args.buyers,
-        concurrency: args.concurrency,
-        sold: verdict.recorded,
-        oversold: verdict.oversold,
-        undersold: verdict.undersold,
-        limit_violations: verdict.limit_violations,
-        errors,
-        stock_moving,
-        seconds,
-        purchases_per_s: args.buyers as f64 / seconds,
-        attempts_per_s: purchaser.attempts() as f64 / seconds,
-        p50_ms: latency.ms(0.5),
-        p99_ms: latency.ms(0.99),
-        redis_us_per_purchase: redis_us,
-        redis_cpu_us_per_purchase: redis_cpu_us.flatten(),
-        redis_us_per_purchase_by_master: by_master,
-        ok: verdict.ok
-            && errors == 0
-            && sharded.as_ref().is_none_or(|s| s.problems.is_empty())
-            && persisted
-                .as_ref()
-                .is_none_or(|p| p.orders == outcome.demand.acknowledged.len() as u64),
+    let measured = Measured {
+        outcome,
+        cost,
+        attempts: purchaser.attempts(),
+        verdict,
         persisted,
         sharded,
-        cdf: match args.plot {
-            Some(_) => crate::plot::cdf(&outcome.latencies_us, 200),
-            None => Vec::new(),
-        },
-        verdict,
-    })
+    };
+    Ok(measured.row(args, strategy))
+}
+
+/// A strategy's race and the checks after it: what its row is made of.
+struct Measured {
+    outcome: Race,
+    cost: Cost,
+    /// The purchaser's script calls, retries included.
+    attempts: u64,
+    verdict: Verdict,
+    persisted: Option<Persisted>,
+    sharded: Option<ShardedRun>,
+}
+
+impl Measured {
+    /// The row: latencies, Redis time per purchase answered, and whether
+    /// every check passed.
+    fn row(self, args: &Args, strategy: Strategy) -> Row {
+        let Measured {
+            outcome,
+            cost,
+            attempts,
+            verdict,
+            persisted,
+            sharded,
+        } = self;
+        let mut latency = Latency::default();
+        for us in &outcome.latencies_us {
+            latency.record(std::time::Duration::from_micros(*us));
+        }
+        let seconds = outcome.elapsed.as_secs_f64();
+        let errors = outcome.outcomes.get("error").copied().unwrap_or(0);
+        let stock_moving = outcome.outcomes.get("stock_moving").copied().unwrap_or(0);
+        let answered = outcome.latencies_us.len() as u64 - errors;
+        let (redis_us, redis_cpu_us) = cost.per(answered).unzip();
+        let by_master = if cost.by_master.len() > 1 && answered > 0 {
+            cost.by_master
+                .iter()
+                .map(|(master, us)| MasterShare {
+                    master: master.clone(),
+                    redis_us: us / answered as f64,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Row {
+            strategy: strategy.name(),
+            stock: args.stock,
+            buyers: args.buyers,
+            concurrency: args.concurrency,
+            sold: verdict.recorded,
+            oversold: verdict.oversold,
+            undersold: verdict.undersold,
+            limit_violations: verdict.limit_violations,
+            errors,
+            stock_moving,
+            seconds,
+            purchases_per_s: args.buyers as f64 / seconds,
+            attempts_per_s: attempts as f64 / seconds,
+            p50_ms: latency.ms(0.5),
+            p99_ms: latency.ms(0.99),
+            redis_us_per_purchase: redis_us,
+            redis_cpu_us_per_purchase: redis_cpu_us.flatten(),
+            redis_us_per_purchase_by_master: by_master,
+            ok: verdict.ok
+                && errors == 0
+                && sharded.as_ref().is_none_or(|s| s.problems.is_empty())
+                && persisted
+                    .as_ref()
+                    .is_none_or(|p| p.orders == outcome.demand.acknowledged.len() as u64),
+            persisted,
+            sharded,
+            cdf: match args.plot {
+                Some(_) => crate::plot::cdf(&outcome.latencies_us, 200),
+                None => Vec::new(),
+            },
+            verdict,
+        }
+    }
 }
 
 /// The shards of sharded sale `id` after its race: what each sold, on
@@ -369,41 +378,6 @@ fn coalescer(args: &Args) -> CoalescerConfig {
             .batch_in_flight
             .map_or(default.max_in_flight, |n| n as usize),
     }
-}
-
-type Running = (
-    tokio::sync::oneshot::Sender<()>,
-    std::thread::JoinHandle<()>,
-);
-
-/// Starts a persister on a thread and runtime of its own, as a separate
-/// `seckill persist` process would run, so it does not queue behind buyers.
-async fn start_persister(store: &Store, redis: &seckill_redis::Target) -> Result<Running> {
-    let (store, redis) = (store.clone(), redis.clone());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let (ready, started) = tokio::sync::oneshot::channel::<Result<()>>();
-    let thread = std::thread::Builder::new()
-        .name("seckill-persist".to_owned())
-        .spawn(move || {
-            let runtime = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => return drop(ready.send(Err(e.into()))),
-            };
-            runtime.block_on(async move {
-                match Persister::with_target(&redis, store, PersisterConfig::default()).await {
-                    Ok(persister) => {
-                        let _ = ready.send(Ok(()));
-                        persister.run(async { drop(stopped.await) }).await;
-                    }
-                    Err(e) => drop(ready.send(Err(e.into()))),
-                }
-            });
-        })?;
-    started.await??;
-    Ok((stop, thread))
 }
 
 /// `count` one-unit requests from `count × 0.7` users, so about 30 % of the

@@ -5,6 +5,16 @@ use super::compare::{Baseline, FLOOR_PURCHASE};
 use super::rows::Row;
 
 pub(super) fn print_table(rows: &[Row], baselines: &[Baseline]) {
+    print_rows(rows);
+    print_spread(rows);
+    if baselines.is_empty() {
+        return;
+    }
+    print_baselines(rows, baselines);
+}
+
+/// The header, what each persister wrote, then a line per strategy.
+fn print_rows(rows: &[Row]) {
     println!(
         "{:<10} {:>8} {:>8} {:>8} {:>8} {:>9} {:>6} {:>6} {:>8} {:>11} {:>11} {:>8} {:>8} {:>8} {:>8} {:>4}",
         "strategy",
@@ -58,6 +68,10 @@ pub(super) fn print_table(rows: &[Row], baselines: &[Baseline]) {
             if r.ok { "yes" } else { "NO" }
         );
     }
+}
+
+/// Where each run's Redis time and stock went: by master, and by shard.
+fn print_spread(rows: &[Row]) {
     for r in rows {
         if !r.redis_us_per_purchase_by_master.is_empty() {
             let shares: Vec<String> = r
@@ -92,9 +106,10 @@ pub(super) fn print_table(rows: &[Row], baselines: &[Baseline]) {
             );
         }
     }
-    if baselines.is_empty() {
-        return;
-    }
+}
+
+/// The `--compare` baselines, and each strategy measured against them.
+fn print_baselines(rows: &[Row], baselines: &[Baseline]) {
     println!();
     let full_p16 = baselines
         .iter()

@@ -1,4 +1,4 @@
-//! The classic flash-sale simulation (README, "The classic strategies"),
+//! The classic flash-sale simulation (docs/strategies.md),
 //! done over real connections: many
 //! concurrent buyers race for a sale through one [`Purchaser`].
 

@@ -138,112 +138,17 @@ impl<'a> Refiller<'a> {
     /// the pool, give back to shards whose buyers want units, and record
     /// whether the sale is drained. `false` if the sale is gone.
     pub async fn round(&mut self, mover: &Mover<'_>) -> Result<bool> {
-        let layout = self.layout;
-        let mut conn = mover.conn.clone();
-        let Some(mut sale) = SaleState::read(&mut conn, layout).await? else {
-            return Ok(false);
-        };
-        // Gone, or ended: no purchase can take a unit any more.
-        let ended = sale.end_ms != 0 && crate::sale::now_ms() >= sale.end_ms;
-        if sale.generation != layout.generation || ended {
-            return Ok(false);
-        }
-        if let Some(open) = &sale.open {
-            mover.finish(open).await?;
-            match SaleState::read(&mut conn, layout).await? {
-                Some(again) => sale = again,
-                None => return Ok(false),
-            }
-        }
-        let Some(shards) = ShardState::read_all(&conn, layout)
-            .await?
-            .into_iter()
-            .collect::<Option<Vec<_>>>()
-        else {
+        let Some((sale, shards)) = self.read(mover).await? else {
             return Ok(false);
         };
         let wanted = self.demand(&sale);
         self.measure(&shards);
         let mut left: Vec<u64> = shards.iter().map(|s| s.left).collect();
-        let mut pool = sale.pool;
         let n = left.len();
-
-        // From the pool: every shard below half its target, emptiest
-        // first, up to its target; a fair share each once the pool is short.
-        // At first half the stock goes out evenly.
-        for (boost, &wanted) in self.boost.iter_mut().zip(&wanted) {
-            *boost = if wanted {
-                (*boost * 2).min(64)
-            } else {
-                (*boost / 2).max(1)
-            };
-        }
-        let floor = (sale.stock / (2 * n as u64)).max(1);
-        let target = |k: usize| floor.max((self.rate[k] * HORIZON_SECS) as u64) * self.boost[k];
-        let mut needy: Vec<usize> = (0..n)
-            .filter(|&k| left[k] <= target(k) / 2 || (wanted[k] && left[k] == 0))
-            .collect();
-        needy.sort_by_key(|&k| left[k]);
-        let asked: u64 = needy
-            .iter()
-            .map(|&k| target(k) - left[k].min(target(k)))
-            .sum();
-        for (i, &k) in needy.iter().enumerate() {
-            if pool == 0 {
-                break;
-            }
-            let mut units = target(k).saturating_sub(left[k]).max(1);
-            if asked > pool {
-                units = units.min(pool.div_ceil((needy.len() - i) as u64));
-            }
-            let moved = mover.transfer(Source::Pool, k, units).await?;
-            pool -= moved.min(pool);
-            left[k] += moved;
-        }
-
-        // Give-back: the pool is empty, so units come from other shards,
-        // richest first: what each can spare beyond a quarter-second of its
-        // own sales, to shards whose buyers found them empty or that run
-        // low while another holds more than twice as many; and to waiting
-        // buyers, half the difference if no shard can spare more.
+        let target = self.targets(&wanted, sale.stock, n);
+        let pool = from_pool(mover, &target, &wanted, &mut left, sale.pool).await?;
         if pool == 0 {
-            // A shard given units this round gives none back in it, so a
-            // unit never goes back and forth between two wanted shards.
-            let mut given = vec![false; n];
-            for k in 0..n {
-                let low = left[k] <= target(k) / 4;
-                if !wanted[k] && !low {
-                    continue;
-                }
-                let mut need = target(k).saturating_sub(left[k]).max(1);
-                let mut donors: Vec<usize> = (0..n).filter(|&j| j != k && !given[j]).collect();
-                donors.sort_by_key(|&j| std::cmp::Reverse(left[j]));
-                for j in donors {
-                    if need == 0 || left[j] <= left[k] {
-                        break;
-                    }
-                    if !wanted[k] && left[j] < 2 * left[k] + 2 {
-                        break;
-                    }
-                    let keep = (self.rate[j] * HORIZON_SECS) as u64;
-                    let mut units = left[j].saturating_sub(keep).min(need);
-                    if !wanted[k] {
-                        // Ahead of demand: never more than evens them out,
-                        // so idle shards do not pass units back and forth.
-                        units = units.min((left[j] - left[k]) / 2);
-                    } else if units == 0 {
-                        units = (left[j] - left[k]).div_ceil(2);
-                    }
-                    if units == 0 {
-                        continue;
-                    }
-                    let moved = mover.transfer(Source::Shard(j), k, units).await?;
-                    left[j] -= moved.min(left[j]);
-                    left[k] += moved;
-                    given[k] |= moved > 0;
-                    need = need.saturating_sub(moved);
-                }
-            }
+            self.give_back(mover, &target, &wanted, &mut left).await?;
         }
 
         let drained = pool == 0 && left.iter().all(|&l| l == 0);
@@ -251,6 +156,106 @@ impl<'a> Refiller<'a> {
             mover.mark_drained(drained, sale.returns).await?;
         }
         Ok(true)
+    }
+
+    /// The sale and its shards as a round starts, after finishing the
+    /// transfer an earlier refiller left open; `None` if the sale is gone.
+    async fn read(&self, mover: &Mover<'_>) -> Result<Option<(SaleState, Vec<ShardState>)>> {
+        let layout = self.layout;
+        let mut conn = mover.conn.clone();
+        let Some(mut sale) = SaleState::read(&mut conn, layout).await? else {
+            return Ok(None);
+        };
+        // Gone, or ended: no purchase can take a unit any more.
+        let ended = sale.end_ms != 0 && crate::sale::now_ms() >= sale.end_ms;
+        if sale.generation != layout.generation || ended {
+            return Ok(None);
+        }
+        if let Some(open) = &sale.open {
+            mover.finish(open).await?;
+            match SaleState::read(&mut conn, layout).await? {
+                Some(again) => sale = again,
+                None => return Ok(None),
+            }
+        }
+        let Some(shards) = ShardState::read_all(&conn, layout)
+            .await?
+            .into_iter()
+            .collect::<Option<Vec<_>>>()
+        else {
+            return Ok(None);
+        };
+        Ok(Some((sale, shards)))
+    }
+
+    /// Per shard of `n`: the units it is stocked up to this round, after
+    /// doubling or halving its boost by whether its buyers found it empty.
+    /// At first half the stock goes out evenly.
+    fn targets(&mut self, wanted: &[bool], stock: u64, n: usize) -> Vec<u64> {
+        for (boost, &wanted) in self.boost.iter_mut().zip(wanted) {
+            *boost = if wanted {
+                (*boost * 2).min(64)
+            } else {
+                (*boost / 2).max(1)
+            };
+        }
+        let floor = (stock / (2 * n as u64)).max(1);
+        (0..n)
+            .map(|k| floor.max((self.rate[k] * HORIZON_SECS) as u64) * self.boost[k])
+            .collect()
+    }
+
+    /// Give-back: the pool is empty, so units come from other shards,
+    /// richest first: what each can spare beyond a quarter-second of its
+    /// own sales, to shards whose buyers found them empty or that run
+    /// low while another holds more than twice as many; and to waiting
+    /// buyers, half the difference if no shard can spare more.
+    async fn give_back(
+        &self,
+        mover: &Mover<'_>,
+        target: &[u64],
+        wanted: &[bool],
+        left: &mut [u64],
+    ) -> Result<()> {
+        let n = left.len();
+        // A shard given units this round gives none back in it, so a
+        // unit never goes back and forth between two wanted shards.
+        let mut given = vec![false; n];
+        for k in 0..n {
+            let low = left[k] <= target[k] / 4;
+            if !wanted[k] && !low {
+                continue;
+            }
+            let mut need = target[k].saturating_sub(left[k]).max(1);
+            let mut donors: Vec<usize> = (0..n).filter(|&j| j != k && !given[j]).collect();
+            donors.sort_by_key(|&j| std::cmp::Reverse(left[j]));
+            for j in donors {
+                if need == 0 || left[j] <= left[k] {
+                    break;
+                }
+                if !wanted[k] && left[j] < 2 * left[k] + 2 {
+                    break;
+                }
+                let keep = (self.rate[j] * HORIZON_SECS) as u64;
+                let mut units = left[j].saturating_sub(keep).min(need);
+                if !wanted[k] {
+                    // Ahead of demand: never more than evens them out,
+                    // so idle shards do not pass units back and forth.
+                    units = units.min((left[j] - left[k]) / 2);
+                } else if units == 0 {
+                    units = (left[j] - left[k]).div_ceil(2);
+                }
+                if units == 0 {
+                    continue;
+                }
+                let moved = mover.transfer(Source::Shard(j), k, units).await?;
+                left[j] -= moved.min(left[j]);
+                left[k] += moved;
+                given[k] |= moved > 0;
+                need = need.saturating_sub(moved);
+            }
+        }
+        Ok(())
     }
 
     /// Which shards had a buyer find them empty since the last round.
@@ -280,4 +285,38 @@ impl<'a> Refiller<'a> {
             self.last[k] = Some((sold, now));
         }
     }
+}
+
+/// From the pool: every shard below half its target, emptiest first, up
+/// to its target; a fair share each once the pool is short. Answers what
+/// is left in the pool.
+async fn from_pool(
+    mover: &Mover<'_>,
+    target: &[u64],
+    wanted: &[bool],
+    left: &mut [u64],
+    mut pool: u64,
+) -> Result<u64> {
+    let n = left.len();
+    let mut needy: Vec<usize> = (0..n)
+        .filter(|&k| left[k] <= target[k] / 2 || (wanted[k] && left[k] == 0))
+        .collect();
+    needy.sort_by_key(|&k| left[k]);
+    let asked: u64 = needy
+        .iter()
+        .map(|&k| target[k] - left[k].min(target[k]))
+        .sum();
+    for (i, &k) in needy.iter().enumerate() {
+        if pool == 0 {
+            break;
+        }
+        let mut units = target[k].saturating_sub(left[k]).max(1);
+        if asked > pool {
+            units = units.min(pool.div_ceil((needy.len() - i) as u64));
+        }
+        let moved = mover.transfer(Source::Pool, k, units).await?;
+        pool -= moved.min(pool);
+        left[k] += moved;
+    }
+    Ok(pool)
 }

@@ -19,6 +19,7 @@
 //! surviving part has seen, for the counter may have been lost too.
 
 use redis::AsyncCommands;
+use seckill_redis::Conn;
 
 use super::books::{SaleState, ShardState, read_ledger};
 use super::layout::Layout;
@@ -91,67 +92,17 @@ impl Engine {
             return Err(Error::SaleExists(spec.id.clone()));
         }
         let fences = self.fences(&layout, sale.is_some(), &present).await?;
-        let part = |k: usize, stock: u64, left: u64, l: Ledgered| Part {
-            keys: layout.shards[k].clone(),
+        let rebuild = Rebuild {
             spec,
+            layout,
             generation,
-            stock,
-            left: Some(left),
-            extra: vec![
-                ("xin".into(), l.given.to_string()),
-                ("xout".into(), l.taken.0.to_string()),
-                ("xout_n".into(), l.taken.1.to_string()),
-                ("fence".into(), fences.to_string()),
-            ],
-            orders: shards[k],
+            shards,
+            present,
+            fences,
         };
         match sale {
-            Some(_) => {
-                let ledger = ledgered(&layout, &read_ledger(&mut conn, &layout).await?);
-                for (k, _) in present.iter().enumerate().filter(|(_, s)| s.is_none()) {
-                    let stock = u64::try_from(ledger[k].stock.max(0)).unwrap_or(0);
-                    let left = stock.saturating_sub(live_units(shards[k]));
-                    self.write_part(&part(k, stock, left, ledger[k])).await?;
-                    // Units its lost orders held are back: a sale found
-                    // drained before is not.
-                    if left > 0 {
-                        self.returned_to(&layout.shards[k].id, generation).await?;
-                    }
-                }
-            }
-            None => {
-                // Numbered past every transfer a surviving shard has seen.
-                let seen = present
-                    .iter()
-                    .flatten()
-                    .map(|s| s.given.max(s.taken.0))
-                    .max()
-                    .unwrap_or(0);
-                let stocks: Vec<u64> = present
-                    .iter()
-                    .zip(&shards)
-                    .map(|(s, orders)| s.map_or_else(|| live_units(orders), |s| s.stock))
-                    .collect();
-                let placed: u64 = stocks.iter().sum();
-                if placed > spec.stock {
-                    return Err(Error::Invalid {
-                        field: "stock",
-                        reason: format!(
-                            "the shards of `{}` hold {placed} units, more than its stock {}",
-                            spec.id, spec.stock
-                        ),
-                    });
-                }
-                for (k, _) in present.iter().enumerate().filter(|(_, s)| s.is_none()) {
-                    let given = Ledgered {
-                        given: seen + 1 + k as u64,
-                        ..Ledgered::default()
-                    };
-                    self.write_part(&part(k, stocks[k], 0, given)).await?;
-                }
-                self.write_pool(spec, &layout, &list, seen, &stocks, fences)
-                    .await?;
-            }
+            Some(_) => self.restore_lost_shards(&rebuild, &mut conn).await?,
+            None => self.restore_with_pool(&rebuild, &list).await?,
         }
         let locks = self.locks().await?;
         locks
@@ -159,6 +110,70 @@ impl Engine {
             .fence_at_least(fences)
             .await?;
         self.sale(&spec.id).await
+    }
+
+    /// The sale's hash survived: each lost shard gets back the stock the
+    /// ledger's finished transfers gave it, its orders' units sold.
+    async fn restore_lost_shards(&self, rebuild: &Rebuild<'_>, conn: &mut Conn) -> Result<()> {
+        let (layout, shards) = (&rebuild.layout, &rebuild.shards);
+        let ledger = ledgered(layout, &read_ledger(conn, layout).await?);
+        for (k, _) in rebuild
+            .present
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.is_none())
+        {
+            let stock = u64::try_from(ledger[k].stock.max(0)).unwrap_or(0);
+            let left = stock.saturating_sub(live_units(shards[k]));
+            self.write_part(&rebuild.part(k, stock, left, ledger[k]))
+                .await?;
+            // Units its lost orders held are back: a sale found
+            // drained before is not.
+            if left > 0 {
+                self.returned_to(&layout.shards[k].id, rebuild.generation)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The sale's hash is lost too: each lost shard gets the units its
+    /// orders hold, none left, and the pool and a new ledger every unit
+    /// no shard holds.
+    async fn restore_with_pool(&self, rebuild: &Rebuild<'_>, list: &str) -> Result<()> {
+        let (spec, present) = (rebuild.spec, &rebuild.present);
+        // Numbered past every transfer a surviving shard has seen.
+        let seen = present
+            .iter()
+            .flatten()
+            .map(|s| s.given.max(s.taken.0))
+            .max()
+            .unwrap_or(0);
+        let stocks: Vec<u64> = present
+            .iter()
+            .zip(&rebuild.shards)
+            .map(|(s, orders)| s.map_or_else(|| live_units(orders), |s| s.stock))
+            .collect();
+        let placed: u64 = stocks.iter().sum();
+        if placed > spec.stock {
+            return Err(Error::Invalid {
+                field: "stock",
+                reason: format!(
+                    "the shards of `{}` hold {placed} units, more than its stock {}",
+                    spec.id, spec.stock
+                ),
+            });
+        }
+        for (k, _) in present.iter().enumerate().filter(|(_, s)| s.is_none()) {
+            let given = Ledgered {
+                given: seen + 1 + k as u64,
+                ..Ledgered::default()
+            };
+            self.write_part(&rebuild.part(k, stocks[k], 0, given))
+                .await?;
+        }
+        self.write_pool(spec, &rebuild.layout, list, seen, &stocks, rebuild.fences)
+            .await
     }
 
     /// The highest fence a surviving part of the sale has seen: the sale's
@@ -239,6 +254,40 @@ impl Engine {
             },
         )
         .await
+    }
+}
+
+/// A sharded sale being rebuilt: what writing back a lost shard needs.
+struct Rebuild<'a> {
+    spec: &'a SaleSpec,
+    layout: Layout,
+    generation: u64,
+    /// Each shard's orders, in the layout's order.
+    shards: Vec<&'a [RestoredOrder]>,
+    /// Each shard as Redis still holds it; `None` where it was lost.
+    present: Vec<Option<ShardState>>,
+    /// The highest fence a surviving part has seen.
+    fences: u64,
+}
+
+impl<'a> Rebuild<'a> {
+    /// Shard `k` to write back with `stock` and `left` units, and the
+    /// transfer markers of `l`.
+    fn part(&self, k: usize, stock: u64, left: u64, l: Ledgered) -> Part<'a> {
+        Part {
+            keys: self.layout.shards[k].clone(),
+            spec: self.spec,
+            generation: self.generation,
+            stock,
+            left: Some(left),
+            extra: vec![
+                ("xin".into(), l.given.to_string()),
+                ("xout".into(), l.taken.0.to_string()),
+                ("xout_n".into(), l.taken.1.to_string()),
+                ("fence".into(), self.fences.to_string()),
+            ],
+            orders: self.shards[k],
+        }
     }
 }
 

@@ -1,5 +1,5 @@
 //! `list`: one token per unit, pre-filled at sale creation; a purchase is an
-//! `LPOP` (README, "The classic strategies"). Atomic by nature: a token
+//! `LPOP` (docs/strategies.md). Atomic by nature: a token
 //! is popped once.
 
 use redis::AsyncCommands;

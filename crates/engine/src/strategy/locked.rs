@@ -1,5 +1,4 @@
-//! `lock`: the classic lock around the stock (README, "The classic
-//! strategies"), done right. Take the sale's lock, read
+//! `lock`: the classic lock around the stock (docs/strategies.md), done right. Take the sale's lock, read
 //! the stock and the buyer's count, write stock − 1 and the record, release.
 //! Unlike the usual recipe, acquire is atomic, release checks the token, and the
 //! write is skipped if the lock was lost meanwhile.

@@ -1,5 +1,4 @@
-//! `lua`: the classic check-and-decrement script (README, "The classic
-//! strategies").
+//! `lua`: the classic check-and-decrement script (docs/strategies.md).
 
 use super::ctx::{Ctx, reserve_then_take};
 use crate::error::Result;

@@ -1,7 +1,6 @@
 //! The purchase strategies behind one interface, [`Purchaser`].
 //!
-//! The first four are the classic strategies (README, "The classic
-//! strategies"), each done right and kept
+//! The first four are the classic strategies (docs/strategies.md), each done right and kept
 //! as a measured baseline; `atomic` and `coalesced` are the production path.
 //! Baselines sell one unit per purchase, check the sale window against this
 //! process's clock, and record orders in the classic per-day hashes; they

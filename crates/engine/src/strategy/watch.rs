@@ -1,4 +1,4 @@
-//! `watch`: optimistic transaction (README, "The classic strategies"). `WATCH` the stock and the
+//! `watch`: optimistic transaction (docs/strategies.md). `WATCH` the stock and the
 //! buyers, read, then `MULTI`/`EXEC` the write; `EXEC` fails if anyone wrote
 //! them meanwhile, and the purchase starts over. `WATCH` state belongs to a
 //! connection, so each attempt runs on a connection no other task uses

@@ -19,7 +19,7 @@ use seckill_engine::check_id;
 use serde_json::json;
 
 use crate::auth::Caller;
-use crate::error::ApiError;
+use crate::error::{ApiError, Code};
 use crate::state::AppState;
 
 type Shared = State<Arc<AppState>>;
@@ -124,5 +124,5 @@ pub async fn openapi(State(state): Shared, caller: Caller) -> Answer {
 }
 
 pub async fn not_found() -> ApiError {
-    ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route")
+    ApiError::new(StatusCode::NOT_FOUND, Code::NotFound, "no such route")
 }

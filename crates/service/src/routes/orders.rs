@@ -13,10 +13,11 @@ use serde_json::json;
 use super::sales::sale_body;
 use super::{Answer, Shared, idempotency_key, page_limit};
 use crate::auth::{Caller, OrderAccess, webhook};
-use crate::error::ApiError;
+use crate::error::{ApiError, Code};
 use crate::extract::{Path, Query, RawBody, plain, present};
 use crate::state::AppState;
 use crate::time;
+use seckill_orders::archived::{self, Found};
 
 /// An order as the API shows it: times as RFC 3339.
 #[derive(Serialize)]
@@ -50,36 +51,25 @@ fn not_found(order_id: &str) -> ApiError {
     seckill_engine::Error::OrderNotFound(order_id.to_owned()).into()
 }
 
-/// An order of an archived sale, from SQL, if `access` sees it;
-/// `sale_lost` if its sale is live in SQL (so Redis lost it),
-/// `OrderNotFound` otherwise.
+/// An order of an archived sale, from SQL, if `access` sees it.
 async fn archived_order(
     state: &AppState,
     order_id: &str,
     access: &OrderAccess,
 ) -> Result<OrderBody, ApiError> {
-    let Some(order) = state.store.order(order_id).await? else {
-        return Err(not_found(order_id));
-    };
-    let Some(sale) = state.store.sale(&order.sale_id).await? else {
-        return Err(not_found(order_id));
-    };
-    if sale.generation != order.generation || !access.sees(&order.user_id) {
-        return Err(not_found(order_id));
+    match archived::order(&state.store, order_id, |user| access.sees(user)).await? {
+        Found::Archived(o) => Ok(OrderBody {
+            pay_by: time::format(o.pay_by_ms),
+            order_id: o.order.order_id,
+            sale_id: o.order.sale_id,
+            user_id: o.order.user_id,
+            quantity: o.order.quantity.max(0) as u32,
+            state: o.state,
+            payment_ref: None,
+        }),
+        Found::Lost { sale_id } => Err(ApiError::sale_lost(&sale_id)),
+        Found::Missing => Err(not_found(order_id)),
     }
-    if sale.archived_ms.is_none() {
-        return Err(ApiError::sale_lost(seckill_engine::sale_of(&sale.id)));
-    }
-    let state = OrderState::parse(&order.state).ok_or_else(|| not_found(order_id))?;
-    Ok(OrderBody {
-        pay_by: time::format((order.created_ms + sale.payment_timeout_secs * 1000).max(0) as u64),
-        order_id: order.order_id,
-        sale_id: order.sale_id,
-        user_id: order.user_id,
-        quantity: order.quantity.max(0) as u32,
-        state,
-        payment_ref: None,
-    })
 }
 
 /// Order `order_id` if `access` sees it, from Redis or, once its sale is
@@ -267,7 +257,7 @@ pub async fn my_orders(
             Some(named) if named != user => {
                 return Err(ApiError::new(
                     axum::http::StatusCode::FORBIDDEN,
-                    "forbidden",
+                    Code::Forbidden,
                     "a buyer lists its own orders only; leave user_id out",
                 ));
             }

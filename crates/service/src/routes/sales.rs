@@ -16,10 +16,11 @@ use seckill_orders::StoredSale;
 
 use super::{Answer, Shared, page_limit};
 use crate::auth::Caller;
-use crate::error::ApiError;
+use crate::error::{ApiError, Code};
 use crate::extract::{Body, Path, Query, present, present_whole, whole};
 use crate::state::AppState;
 use crate::time::{self, Millis};
+use seckill_orders::archived::{self, Found};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -143,7 +144,7 @@ async fn lost_in_redis(state: &AppState, id: &str, replace: bool) -> Result<(), 
     }
     if !replace {
         return Err(ApiError::conflict(
-            "sale_exists",
+            Code::SaleExists,
             format!(
                 "SQL holds sale `{id}` as live but Redis lost it: restore it with `seckill audit \
                  --sale {id} --repair-from-sql`, or create it with \"replace\": true to start \
@@ -154,9 +155,7 @@ async fn lost_in_redis(state: &AppState, id: &str, replace: bool) -> Result<(), 
     let orders = state.store.orders(id, stored.generation).await?;
     let sold: i64 = orders
         .iter()
-        .filter(|o| {
-            OrderState::parse(&o.state).is_some_and(|s| s.is_live() || s == OrderState::Paid)
-        })
+        .filter(|o| o.state.is_live() || o.state == OrderState::Paid)
         .map(|o| o.quantity)
         .sum();
     tracing::warn!(
@@ -386,17 +385,21 @@ pub async fn purchase(
         // This instance's purchaser may be of a generation Redis no longer
         // holds (the sale was made again through another instance): once
         // more with a new one, before asking SQL.
-        Err(e) if e.code == "sale_not_found" => match state.purchase(&id, &req, caller.ip).await {
-            Err(e) if e.code == "sale_not_found" => archived_purchase(&state, &id, &req).await,
-            other => other,
-        },
+        Err(e) if e.code == Code::SaleNotFound => {
+            match state.purchase(&id, &req, caller.ip).await {
+                Err(e) if e.code == Code::SaleNotFound => {
+                    archived_purchase(&state, &id, &req).await
+                }
+                other => other,
+            }
+        }
         other => other,
     }
     .and_then(|outcome| match outcome {
         Outcome::Ok(order) | Outcome::Duplicate(order) => Ok(order),
         refused => Err(refusal(refused)),
     });
-    let code = answer.as_ref().map_or_else(|e| e.code, |_| "ok");
+    let code = answer.as_ref().map_or_else(|e| e.code.as_str(), |_| "ok");
     state.activity.record(&id, code, started.elapsed());
     let order = answer?;
     Ok(Json(json!({
@@ -407,31 +410,17 @@ pub async fn purchase(
     .into_response())
 }
 
-/// A purchase of a sale no longer in Redis: an archived sale has ended, and
-/// a retry of a purchase it made gets that order back, as it did live.
+/// A purchase of a sale no longer in Redis, answered from SQL.
 async fn archived_purchase(
     state: &AppState,
     id: &str,
     req: &PurchaseRequest,
 ) -> Result<Outcome, ApiError> {
-    let not_found = || ApiError::from(seckill_engine::Error::SaleNotFound(id.to_owned()));
-    let sale = match state.store.sale(id).await? {
-        Some(sale) if sale.archived_ms.is_some() => sale,
-        Some(_) => return Err(ApiError::sale_lost(id)),
-        None => return Err(not_found()),
-    };
-    if let Some(request) = &req.request_id
-        && let Some(order) = state
-            .store
-            .order_by_request(id, sale.generation, request)
-            .await?
-    {
-        return Ok(Outcome::Duplicate(seckill_engine::Order {
-            order_id: order.order_id,
-            quantity: order.quantity.max(0) as u32,
-        }));
+    match archived::purchase(&state.store, id, req.request_id.as_deref()).await? {
+        Found::Archived(outcome) => Ok(outcome),
+        Found::Lost { sale_id } => Err(ApiError::sale_lost(&sale_id)),
+        Found::Missing => Err(seckill_engine::Error::SaleNotFound(id.to_owned()).into()),
     }
-    Ok(Outcome::Ended)
 }
 
 fn refusal(outcome: Outcome) -> ApiError {
@@ -442,7 +431,9 @@ fn refusal(outcome: Outcome) -> ApiError {
         Outcome::Ended => "the sale has ended",
         Outcome::Ok(_) | Outcome::Duplicate(_) => "bought",
     };
-    ApiError::conflict(outcome.code(), message)
+    // A purchase made is never refused; answered as unavailable if it were.
+    let code = Code::of(&outcome).unwrap_or(Code::Unavailable);
+    ApiError::conflict(code, message)
 }
 
 #[cfg(test)]
