@@ -1,20 +1,15 @@
--- expire_sale(sale, most, due_index): expires unpaid orders of one sale
--- past their pay-by time, oldest first, looking at no more than `most`
--- stream entries; then, given the due index of the sale's master (a sorted
--- set of sale hash keys by the ms their next order comes due:
--- crates/orders/src/news.rs), files the sale there. KEYS are the sale's
--- lifecycle keys (see lifecycle_common.lua), which expire_due.lua sets per
--- sale. Returns { orders expired, 1 if more may be due else 0 }.
---
--- The stream is in pay-by order already (an order's pay-by time is its
--- entry's time plus the sale's payment timeout), so the sweep walks it from
--- the cursor `swept` up to now - timeout: every order it passes is settled
--- or expired here, and the persister never trims past the cursor, so every
--- pending order stays in the stream. Each order expires once: its settled
--- state is written in the same script that returns its units.
--- Cost: 3 calls to read (HMGET, XRANGE, HMGET of the orders' states), 4-5
--- to expire a wave whatever its size (see settle), 1 to move the cursor;
--- with the due index, 2 more (XRANGE of the next entries, ZADD or ZREM).
+-- expire_sale(sale, most, due_index): expires unpaid orders of one sale past
+-- their pay-by time, oldest first, looking at no more than `most` stream
+-- entries; then files the sale in its master's due index (sorted set of sale
+-- hash keys by when their next order comes due: crates/orders/src/news.rs).
+-- KEYS: the sale's lifecycle keys (lifecycle_common.lua), set per sale by
+-- expire_due.lua. Returns { orders expired, 1 if more may be due else 0 }.
+-- The stream is in pay-by order (pay-by = entry time + payment timeout), so
+-- the sweep walks it from the cursor `swept`, which the persister never trims
+-- past; each order expires once, its state written where its units return.
+-- Cost: 3 calls to read (HMGET, XRANGE, HMGET of states), 4-5 to expire a
+-- wave whatever its size (see settle), 1 to move the cursor; with the due
+-- index 2 more (XRANGE of the next entries, ZADD or ZREM).
 local function expire_sale(sale, most, due_index)
   local m = redis.call('HMGET', KEYS[1], 'gen', 'payment_timeout', 'swept', 'limit', 'n', 'q')
   if not m[1] then
