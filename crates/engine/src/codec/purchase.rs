@@ -61,31 +61,29 @@ impl PurchaseArgs {
 
 /// One buyer's answer from either function.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Answer {
+pub(crate) enum Answer<'a> {
     /// Bought: order `index` of stream entry `entry` (`<ms>-<n>`).
-    Bought { entry: String, index: u32 },
+    Bought { entry: &'a str, index: u32 },
     /// This request id bought before: that order (`<ms>-<n>-<i>`) and its
     /// quantity.
-    Repeated { local: String, quantity: u32 },
+    Repeated { local: &'a str, quantity: u32 },
     /// Refused, for a reason the buyer is told.
     Refused(Outcome),
     /// No sale of this generation: deleted, or made again.
     NoSale,
 }
 
-impl Answer {
+impl<'a> Answer<'a> {
     /// Reads one answer: `purchase`'s whole reply, or one of
     /// `purchase_batch`'s after its first (`entry`, the batch's stream
     /// entry, for the orders it answers by number).
-    pub fn read(value: &redis::Value, entry: &str) -> Result<Self> {
+    /// Borrows from both: nothing is copied per buyer.
+    pub fn read(value: &'a redis::Value, entry: &'a str) -> Result<Self> {
         let bad = || Error::Batch(format!("unexpected purchase script answer: {value:?}"));
         let text = match value {
             redis::Value::Int(index) => {
                 let index = u32::try_from(*index).map_err(|_| bad())?;
-                return Ok(Self::Bought {
-                    entry: entry.to_owned(),
-                    index,
-                });
+                return Ok(Self::Bought { entry, index });
             }
             redis::Value::BulkString(bytes) => std::str::from_utf8(bytes).map_err(|_| bad())?,
             redis::Value::SimpleString(s) => s.as_str(),
@@ -99,11 +97,11 @@ impl Answer {
             "no_sale" => Self::NoSale,
             _ => match text.split_once('|') {
                 Some((local, quantity)) if is_local(local, 3) => Self::Repeated {
-                    local: local.to_owned(),
+                    local,
                     quantity: quantity.parse().map_err(|_| bad())?,
                 },
                 None if is_local(text, 2) => Self::Bought {
-                    entry: text.to_owned(),
+                    entry: text,
                     index: 0,
                 },
                 _ => return Err(bad()),
@@ -119,12 +117,12 @@ impl Answer {
         };
         let bad = |what: &str| Error::Batch(format!("unexpected purchase script answer: {what:?}"));
         Ok(match self {
-            Self::Bought { entry, index } => OrderId::in_entry(sale, generation, &entry, index)
+            Self::Bought { entry, index } => OrderId::in_entry(sale, generation, entry, index)
                 .map(|id| Outcome::Ok(order(id, req.quantity)))
-                .ok_or_else(|| bad(&entry))?,
-            Self::Repeated { local, quantity } => OrderId::from_local(sale, generation, &local)
+                .ok_or_else(|| bad(entry))?,
+            Self::Repeated { local, quantity } => OrderId::from_local(sale, generation, local)
                 .map(|id| Outcome::Duplicate(order(id, quantity)))
-                .ok_or_else(|| bad(&local))?,
+                .ok_or_else(|| bad(local))?,
             Self::Refused(outcome) => outcome,
             Self::NoSale => return Err(Error::SaleNotFound(sale.to_owned())),
         })
@@ -151,30 +149,32 @@ mod tests {
 
     #[test]
     fn answers_read_as_what_they_say() {
-        let read = |v| Answer::read(&v, "9-1").unwrap();
-        assert_eq!(
-            read(text("5-2")),
+        let check = |v: redis::Value, expected: Answer<'_>| {
+            assert_eq!(Answer::read(&v, "9-1").unwrap(), expected);
+        };
+        check(
+            text("5-2"),
             Answer::Bought {
-                entry: "5-2".into(),
-                index: 0
-            }
+                entry: "5-2",
+                index: 0,
+            },
         );
-        assert_eq!(
-            read(redis::Value::Int(3)),
+        check(
+            redis::Value::Int(3),
             Answer::Bought {
-                entry: "9-1".into(),
-                index: 3
-            }
+                entry: "9-1",
+                index: 3,
+            },
         );
-        assert_eq!(
-            read(text("5-2-7|2")),
+        check(
+            text("5-2-7|2"),
             Answer::Repeated {
-                local: "5-2-7".into(),
-                quantity: 2
-            }
+                local: "5-2-7",
+                quantity: 2,
+            },
         );
-        assert_eq!(read(text("limit")), Answer::Refused(Outcome::LimitExceeded));
-        assert_eq!(read(text("no_sale")), Answer::NoSale);
+        check(text("limit"), Answer::Refused(Outcome::LimitExceeded));
+        check(text("no_sale"), Answer::NoSale);
         for bad in ["5", "5-2-7", "5-x", "7up", "5-2|1", "sold out", ""] {
             assert!(Answer::read(&text(bad), "9-1").is_err(), "{bad}");
         }
