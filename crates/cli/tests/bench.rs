@@ -189,6 +189,7 @@ fn every_strategy_but_watch_runs_on_a_cluster() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("watch: skipped"));
     let out = seckill(&["bench", "--cluster", "--strategy", "watch"]);
     assert!(!out.status.success());
+    assert_eq!(out.status.code(), Some(2), "could not run: 2");
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("not on a cluster"),
         "{}",
@@ -319,6 +320,7 @@ fn a_sharded_sale_with_skewed_demand_sells_out_on_a_cluster() {
 
     let out = seckill(&["bench", "--strategy", "lua", "--shards", "2"]);
     assert!(!out.status.success());
+    assert_eq!(out.status.code(), Some(2), "could not run: 2");
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("cannot sell a sharded sale"),
         "{}",

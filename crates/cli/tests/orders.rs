@@ -395,3 +395,43 @@ async fn a_sale_redis_lost_is_rebuilt_from_sql_by_audit_or_by_persist() {
     audit_until_persisted(2, audit);
     terminate(persist);
 }
+
+/// The README's table of exit codes: a command that cannot run (Redis
+/// away, a setting missing) exits 2, never 0 or 1.
+#[test]
+fn commands_that_cannot_run_exit_2() {
+    let down = "redis://127.0.0.1:1/";
+    for args in [
+        &["bench", "--strategy", "atomic", "--redis-url", down][..],
+        &[
+            "lock-bench",
+            "--mode",
+            "hot",
+            "--clients",
+            "2",
+            "--duration",
+            "1",
+            "--redis-url",
+            down,
+        ],
+        &[
+            "archive",
+            "--sale",
+            "s",
+            "--redis-url",
+            down,
+            "--database-url",
+            "sqlite::memory:",
+        ],
+        // serve without an admin token refuses to start.
+        &["serve", "--buyer-auth", "body", "--redis-url", down],
+    ] {
+        let out = seckill(args);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

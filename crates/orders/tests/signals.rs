@@ -158,7 +158,7 @@ async fn events_not_sales(target: Target, masters: Vec<String>) {
             if stored.is_some() && in_sql.insert(id.clone()) {
                 to_sql = to_sql.max(taken);
             }
-            let expired = stored.is_some_and(|o| o.state == seckill_engine::OrderState::Expired);
+            let expired = stored.is_some_and(|o| o.state == OrderState::Expired);
             if expired && engine.order(&id).await.unwrap().state == OrderState::Expired {
                 to_expired = to_expired.max(taken);
             } else {
