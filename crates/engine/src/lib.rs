@@ -7,6 +7,8 @@
 //! 1. Model and codecs, which do no I/O of their own but reading a stream:
 //!    - `state`: [`OrderState`]. `error`: [`Error`].
 //!    - `keys`: key layout under the `{sale:ID}` hash tag, id validation.
+//!    - `rules`: [`Rule`], [`Rules`], each purchase rule's one home (see
+//!      there for what adding one takes).
 //!    - `sale`: [`SaleSpec`], [`Sale`], [`Status`], [`Inventory`];
 //!      `order`: [`PurchaseRequest`], [`Outcome`], [`Order`].
 //!    - `order_id`: [`OrderId`] and stream entry ids; `event`:
@@ -68,6 +70,7 @@ mod purchaser;
 mod records;
 mod registry;
 mod restore;
+mod rules;
 mod sale;
 mod sales;
 mod scripts;
@@ -86,7 +89,8 @@ pub use order_id::{MAX_ORDER_ID_LEN, OrderId, entry_number, is_order_id_shaped, 
 pub use purchaser::Purchaser;
 pub use records::LedgerEntry;
 pub use restore::RestoredOrder;
-pub use sale::{Inventory, MAX_SHARDS, MAX_STOCK, Sale, SaleSpec, ShardStock, Sharding, Status};
+pub use rules::{MAX_STOCK, Rule, RuleKind, Rules};
+pub use sale::{Inventory, MAX_SHARDS, Sale, SaleSpec, ShardStock, Sharding, Status};
 pub use sales::StockChange;
 pub use shard::{REFILL_WAIT, ShardingCheck, Transfer, home_shard};
 pub use state::OrderState;

@@ -4,6 +4,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::keys::check_id;
+use crate::rules::Rule;
 
 /// Most units one purchase may ask for.
 pub const MAX_QUANTITY: u32 = 1_000;
@@ -79,12 +80,9 @@ pub enum Outcome {
     Duplicate(Order),
     /// Not enough units left for the quantity asked.
     SoldOut,
-    /// The user would exceed the per-user limit.
-    LimitExceeded,
-    /// The sale's start time is still ahead.
-    NotStarted,
-    /// The sale's end time has passed.
-    Ended,
+    /// A rule of the sale refused it: the per-user limit, the start or
+    /// the end ([`Rule::code`] names it).
+    Refused(Rule),
 }
 
 impl Outcome {
@@ -102,9 +100,7 @@ impl Outcome {
             Self::Ok(_) => "ok",
             Self::Duplicate(_) => "duplicate",
             Self::SoldOut => "sold_out",
-            Self::LimitExceeded => "limit_exceeded",
-            Self::NotStarted => "not_started",
-            Self::Ended => "ended",
+            Self::Refused(rule) => rule.code(),
         }
     }
 }

@@ -36,7 +36,7 @@ pub struct Purchaser {
 
 struct Shared {
     strategy: Strategy,
-    per_user_limit: Option<u32>,
+    per_user_limit: Option<u64>,
     kind: Kind,
     attempts: AtomicU64,
 }
@@ -61,7 +61,7 @@ impl std::fmt::Debug for Purchaser {
 
 impl Purchaser {
     /// The purchaser of one unsharded sale.
-    pub(crate) fn one(one: One, per_user_limit: Option<u32>) -> Self {
+    pub(crate) fn one(one: One, per_user_limit: Option<u64>) -> Self {
         Self::with(one.strategy, per_user_limit, Kind::One(one))
     }
 
@@ -70,13 +70,13 @@ impl Purchaser {
     /// replicas).
     pub(crate) fn sharded(
         strategy: Strategy,
-        per_user_limit: Option<u32>,
+        per_user_limit: Option<u64>,
         sharded: Sharded,
     ) -> Self {
         Self::with(strategy, per_user_limit, Kind::Sharded(sharded))
     }
 
-    fn with(strategy: Strategy, per_user_limit: Option<u32>, kind: Kind) -> Self {
+    fn with(strategy: Strategy, per_user_limit: Option<u64>, kind: Kind) -> Self {
         Self {
             shared: Arc::new(Shared {
                 strategy,
@@ -93,7 +93,7 @@ impl Purchaser {
     }
 
     /// The sale's per-user limit, as read when this purchaser was made.
-    pub fn per_user_limit(&self) -> Option<u32> {
+    pub fn per_user_limit(&self) -> Option<u64> {
         self.shared.per_user_limit
     }
 
@@ -136,7 +136,7 @@ impl Engine {
             Strategy::Lock => Some(self.locks().await?),
             _ => None,
         };
-        let per_user_limit = ctx.sale.per_user_limit;
+        let per_user_limit = ctx.sale.rules.per_user_limit();
         let one = One::new(
             strategy,
             ctx,
@@ -175,6 +175,10 @@ impl Engine {
             )?);
         }
         let sharded = Sharded::new(self.conn.clone(), self.locks().await?, layout, shards);
-        Ok(Purchaser::sharded(strategy, sale.per_user_limit, sharded))
+        Ok(Purchaser::sharded(
+            strategy,
+            sale.rules.per_user_limit(),
+            sharded,
+        ))
     }
 }

@@ -71,9 +71,6 @@ impl Part<'_> {
             ("id".into(), keys.id.clone()),
             ("name".into(), spec.name.clone()),
             ("stock".into(), self.stock.to_string()),
-            ("limit".into(), spec.per_user_limit.unwrap_or(0).to_string()),
-            ("start".into(), spec.starts_at_ms.unwrap_or(0).to_string()),
-            ("end".into(), spec.ends_at_ms.unwrap_or(0).to_string()),
             ("inventory".into(), spec.inventory.name().to_owned()),
             (
                 "payment_timeout".into(),
@@ -82,8 +79,13 @@ impl Part<'_> {
             ("gen".into(), generation.to_string()),
             ("left".into(), left.to_string()),
         ];
+        fields.extend(
+            spec.rules
+                .fields()
+                .map(|(k, v)| (k.to_owned(), v.to_string())),
+        );
         fields.extend(self.extra.iter().cloned());
-        if spec.per_user_limit.is_some() {
+        if spec.rules.per_user_limit().is_some() {
             fields.extend(users.iter().map(|(u, n)| (format!("u:{u}"), n.to_string())));
         }
         for (id, o) in &parsed {

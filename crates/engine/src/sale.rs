@@ -7,9 +7,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::keys::check_id;
-
-/// Most units one sale may hold.
-pub const MAX_STOCK: u64 = 1_000_000_000;
+use crate::rules::{MAX_STOCK, Rule, Rules};
 
 /// Most shards one sale may be split over.
 pub const MAX_SHARDS: u32 = 64;
@@ -53,12 +51,8 @@ pub struct SaleSpec {
     pub name: String,
     /// Units for sale, at most [`MAX_STOCK`].
     pub stock: u64,
-    /// Units one user may buy; `None` for no limit.
-    pub per_user_limit: Option<u32>,
-    /// Milliseconds since the Unix epoch; `None` for "already open".
-    pub starts_at_ms: Option<u64>,
-    /// Milliseconds since the Unix epoch; `None` for "until sold out".
-    pub ends_at_ms: Option<u64>,
+    /// What a purchase must meet: per-user limit, start, end.
+    pub rules: Rules,
     /// How the stock is kept, which decides the strategies that can sell it.
     pub inventory: Inventory,
     /// How long a buyer has to pay before the order expires.
@@ -76,9 +70,7 @@ impl SaleSpec {
             id: id.to_owned(),
             name: id.to_owned(),
             stock,
-            per_user_limit: None,
-            starts_at_ms: None,
-            ends_at_ms: None,
+            rules: Rules::default(),
             inventory: Inventory::Hash,
             payment_timeout_secs: 900,
             shards: 1,
@@ -107,16 +99,20 @@ impl SaleSpec {
     }
 
     /// Sets the most units one user may buy (default: no limit).
-    pub fn per_user_limit(mut self, limit: u32) -> Self {
-        self.per_user_limit = Some(limit);
-        self
+    pub fn per_user_limit(self, limit: u64) -> Self {
+        self.rule(Rule::PerUserLimit, Some(limit))
     }
 
     /// Sets start and end, ms since the Unix epoch (`None`: open now /
     /// until sold out).
-    pub fn window(mut self, starts_at_ms: Option<u64>, ends_at_ms: Option<u64>) -> Self {
-        self.starts_at_ms = starts_at_ms;
-        self.ends_at_ms = ends_at_ms;
+    pub fn window(self, starts_at_ms: Option<u64>, ends_at_ms: Option<u64>) -> Self {
+        self.rule(Rule::StartsAt, starts_at_ms)
+            .rule(Rule::EndsAt, ends_at_ms)
+    }
+
+    /// Sets any rule (`None`: without it).
+    pub fn rule(mut self, rule: Rule, value: Option<u64>) -> Self {
+        self.rules = self.rules.with(rule, value);
         self
     }
 
@@ -147,12 +143,7 @@ impl SaleSpec {
         if self.stock > MAX_STOCK {
             return invalid("stock", "must be at most 1,000,000,000");
         }
-        if self.per_user_limit == Some(0) || self.per_user_limit > Some(MAX_STOCK as u32) {
-            return invalid(
-                "per_user_limit",
-                "must be 1-1,000,000,000 (omit it for no limit)",
-            );
-        }
+        self.rules.validate()?;
         if self.shards == 0 || self.shards > MAX_SHARDS {
             return invalid("shards", &format!("must be 1-{MAX_SHARDS}"));
         }
@@ -169,14 +160,6 @@ impl SaleSpec {
                 "shards",
                 "only a sale of the production path (hash inventory) can be sharded",
             );
-        }
-        if let (Some(start), Some(end)) = (self.starts_at_ms, self.ends_at_ms)
-            && end <= start
-        {
-            return Err(Error::Inconsistent {
-                field: "ends_at",
-                reason: "must be after starts_at".to_owned(),
-            });
         }
         Ok(())
     }
@@ -209,12 +192,10 @@ pub struct Sale {
     pub remaining: u64,
     /// Units held by orders: `stock - remaining`.
     pub sold: u64,
-    /// Units one user may buy; `None` for no limit.
-    pub per_user_limit: Option<u32>,
-    /// Start, ms since the Unix epoch; `None` if open from creation.
-    pub starts_at_ms: Option<u64>,
-    /// End, ms since the Unix epoch; `None` for "until sold out".
-    pub ends_at_ms: Option<u64>,
+    /// What a purchase must meet; serialized as its fields
+    /// (`per_user_limit`, `starts_at_ms`, `ends_at_ms`).
+    #[serde(flatten)]
+    pub rules: Rules,
     /// How the stock is kept.
     pub inventory: Inventory,
     /// How long a buyer has to pay before the order expires.
@@ -271,16 +252,13 @@ impl Sale {
         }
         let stock = num("stock");
         let remaining = u64::try_from(remaining).unwrap_or(0);
-        let nonzero = |v: u64| (v > 0).then_some(v);
         let mut sale = Self {
             id: meta.get("id").cloned().unwrap_or_default(),
             name: meta.get("name").cloned().unwrap_or_default(),
             stock,
             remaining,
             sold: stock.saturating_sub(remaining),
-            per_user_limit: nonzero(num("limit")).map(|l| l as u32),
-            starts_at_ms: nonzero(num("start")),
-            ends_at_ms: nonzero(num("end")),
+            rules: Rules::from_fields(|f| meta.get(f).and_then(|v| v.parse().ok())),
             inventory: match meta.get("inventory").map(String::as_str) {
                 Some("list") => Inventory::List,
                 Some("counter") => Inventory::Counter,
@@ -297,9 +275,9 @@ impl Sale {
 
     /// The status at `now_ms` (ms since the Unix epoch).
     pub fn status_at(&self, now_ms: u64) -> Status {
-        if self.starts_at_ms.is_some_and(|s| now_ms < s) {
+        if self.rules.starts_at_ms().is_some_and(|s| now_ms < s) {
             Status::Upcoming
-        } else if self.ends_at_ms.is_some_and(|e| now_ms >= e) {
+        } else if self.rules.ends_at_ms().is_some_and(|e| now_ms >= e) {
             Status::Ended
         } else if self.remaining == 0 {
             Status::SoldOut

@@ -7,7 +7,8 @@ use redis::AsyncCommands;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::keys::SaleKeys;
-use crate::sale::{MAX_STOCK, Sale, SaleSpec};
+use crate::rules::{MAX_STOCK, Rule};
+use crate::sale::{Sale, SaleSpec};
 use crate::scripts::LIBRARY;
 use crate::shard::{Layout, Snapshot};
 
@@ -43,13 +44,11 @@ impl Engine {
             .arg(id)
             .arg(&spec.name)
             .arg(if shard_of.is_some() { 0 } else { spec.stock })
-            .arg(spec.per_user_limit.unwrap_or(0))
-            .arg(spec.starts_at_ms.unwrap_or(0))
-            .arg(spec.ends_at_ms.unwrap_or(0))
             .arg(spec.inventory.name())
             .arg(spec.payment_timeout_secs)
             .arg(shard_of.map(|g| g.to_string()).unwrap_or_default())
             .arg(shards.unwrap_or(""))
+            .arg(spec.rules.fields().collect::<Vec<_>>())
             .invoke(&mut self.conn.clone())
             .await?;
         if generation == 0 {
@@ -66,12 +65,12 @@ impl Engine {
     pub async fn sale(&self, id: &str) -> Result<Sale> {
         let keys = SaleKeys::new(id)?;
         let (values, stock, tokens): (Vec<Option<String>>, Option<i64>, i64) = redis::pipe()
-            .hmget(&keys.sale, &META[..])
+            .hmget(&keys.sale, meta_fields())
             .get(&keys.stock)
             .llen(&keys.tokens)
             .query_async(&mut self.conn.clone())
             .await?;
-        let meta: HashMap<&str, String> = META
+        let meta: HashMap<&str, String> = meta_fields()
             .into_iter()
             .zip(values)
             .filter_map(|(k, v)| Some((k, v?)))
@@ -239,18 +238,22 @@ pub enum StockChange {
     Set(u64),
 }
 
-/// The fields of a sale's hash that describe it (the rest are per buyer,
-/// per request and the expiry cursor).
-const META: [&str; 11] = [
+/// The fields of a sale's hash that describe it besides its rules (the
+/// rest are per buyer, per request and the expiry cursor).
+const META: [&str; 8] = [
     "id",
     "name",
     "stock",
-    "limit",
-    "start",
-    "end",
     "inventory",
     "payment_timeout",
     "gen",
     "left",
     "shards",
 ];
+
+/// [`META`] and every rule's field.
+fn meta_fields() -> Vec<&'static str> {
+    META.into_iter()
+        .chain(Rule::ALL.into_iter().map(Rule::field))
+        .collect()
+}

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures_util::future::join_all;
 use proptest::prelude::*;
-use seckill_engine::{CoalescerConfig, Engine, Order, Outcome, PurchaseRequest, SaleSpec};
+use seckill_engine::{CoalescerConfig, Engine, Order, Outcome, PurchaseRequest, Rule, SaleSpec};
 use seckill_testkit::RedisServer;
 
 #[derive(Clone, Debug)]
@@ -74,7 +74,7 @@ fn check(expected: &[Expect], answers: &[Outcome]) -> Result<(), String> {
                 answers[*first].order() == Some(order)
             }
             (Expect::SoldOut, Outcome::SoldOut) => true,
-            (Expect::LimitExceeded, Outcome::LimitExceeded) => true,
+            (Expect::LimitExceeded, Outcome::Refused(Rule::PerUserLimit)) => true,
             _ => false,
         };
         if !fine {
@@ -105,8 +105,8 @@ proptest! {
             });
             for strategy in [seckill_engine::Strategy::Atomic, seckill_engine::Strategy::Coalesced] {
                 let id = format!("p{}", SALES.fetch_add(1, Ordering::Relaxed));
-                let mut spec = SaleSpec::new(&id, stock);
-                spec.per_user_limit = limit;
+                let spec = SaleSpec::new(&id, stock)
+                    .rule(Rule::PerUserLimit, limit.map(u64::from));
                 engine.create_sale(&spec).await.unwrap();
                 let requests: Vec<PurchaseRequest> = ops.iter().map(|op| PurchaseRequest {
                     user_id: format!("u{}", op.user),

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 use seckill_engine::{
-    Engine, Error, Inventory, MAX_STOCK, OrderState, Outcome, PurchaseRequest, SaleSpec, Status,
-    StockChange, Strategy,
+    Engine, Error, Inventory, MAX_STOCK, OrderState, Outcome, PurchaseRequest, Rule, SaleSpec,
+    Status, StockChange, Strategy,
 };
 use seckill_testkit::RedisServer;
 
@@ -41,7 +41,7 @@ async fn one_user_racing_itself_never_passes_the_limit() {
             .count();
         let refused = answers
             .iter()
-            .filter(|a| matches!(a, Ok(Outcome::LimitExceeded)))
+            .filter(|a| matches!(a, Ok(Outcome::Refused(Rule::PerUserLimit))))
             .count();
         assert_eq!((ok, refused), (3, 47), "{strategy:?}: {answers:?}");
         assert_eq!(
@@ -132,8 +132,14 @@ async fn a_refused_request_id_can_be_retried() {
         Outcome::Ok(_)
     ));
     let over = PurchaseRequest::new("a").request_id("r2");
-    assert_eq!(buy.purchase(&over).await.unwrap(), Outcome::LimitExceeded);
-    assert_eq!(buy.purchase(&over).await.unwrap(), Outcome::LimitExceeded);
+    assert_eq!(
+        buy.purchase(&over).await.unwrap(),
+        Outcome::Refused(Rule::PerUserLimit)
+    );
+    assert_eq!(
+        buy.purchase(&over).await.unwrap(),
+        Outcome::Refused(Rule::PerUserLimit)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -158,13 +164,13 @@ async fn sales_outside_their_window_refuse_every_strategy() {
         let buy = engine.purchaser(strategy, &early).await.unwrap();
         assert_eq!(
             buy.purchase(&req).await.unwrap(),
-            Outcome::NotStarted,
+            Outcome::Refused(Rule::StartsAt),
             "{strategy:?}"
         );
         let buy = engine.purchaser(strategy, &late).await.unwrap();
         assert_eq!(
             buy.purchase(&req).await.unwrap(),
-            Outcome::Ended,
+            Outcome::Refused(Rule::EndsAt),
             "{strategy:?}"
         );
         assert_eq!(engine.sale(&early).await.unwrap().remaining, 5);
@@ -174,6 +180,45 @@ async fn sales_outside_their_window_refuse_every_strategy() {
 /// Both production strategies check in one order (generation, request id,
 /// window, limit, stock): a retry of a purchase gets its order back even
 /// once the sale has ended, the same from `atomic` as from `coalesced`.
+/// Each rule, set so that a purchase breaks it, is kept in Redis and
+/// refuses that purchase by every strategy with its own outcome. A rule
+/// added to `Rule` must be given its case here: the match is exhaustive.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_rule_refuses_by_every_strategy() {
+    let (_server, engine) = setup().await;
+    let now = now_ms();
+    for rule in Rule::ALL {
+        // The rule's value, and how many units the buyer takes first.
+        let (value, before) = match rule {
+            Rule::PerUserLimit => (1, 1),
+            Rule::StartsAt => (now + 3_600_000, 0),
+            Rule::EndsAt => (now - 1, 0),
+        };
+        for strategy in Strategy::ALL {
+            let id = format!("{rule}-{}", strategy.name());
+            let spec = SaleSpec::new(&id, 10)
+                .inventory(strategy.inventory())
+                .rule(rule, Some(value));
+            let sale = engine.create_sale(&spec).await.unwrap();
+            assert_eq!(sale.rules.get(rule), Some(value), "{id}");
+            assert_eq!(sale.rules, spec.rules, "{id}: only the rule set");
+            let buy = engine.purchaser(strategy, &id).await.unwrap();
+            let req = PurchaseRequest::new("u");
+            for _ in 0..before {
+                assert!(
+                    matches!(buy.purchase(&req).await, Ok(Outcome::Ok(_))),
+                    "{id}"
+                );
+            }
+            let refused = buy.purchase(&req).await.unwrap();
+            assert_eq!(refused, Outcome::Refused(rule), "{id}");
+            assert_eq!(refused.code(), rule.code());
+            let left = engine.sale(&id).await.unwrap().remaining;
+            assert_eq!(left, 10 - before, "{id}: a refusal sells nothing");
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retry_after_the_sale_ended_gets_its_order_from_both_production_strategies() {
     let (_server, engine) = setup().await;
@@ -198,7 +243,7 @@ async fn a_retry_after_the_sale_ended_gets_its_order_from_both_production_strate
         let fresh = PurchaseRequest::new("u").request_id("r2");
         assert_eq!(
             buy.purchase(&fresh).await.unwrap(),
-            Outcome::Ended,
+            Outcome::Refused(Rule::EndsAt),
             "{strategy:?}"
         );
     }
@@ -211,7 +256,10 @@ async fn a_sale_that_opens_soon_starts_selling_on_time() {
     engine.create_sale(&spec).await.unwrap();
     let buy = engine.purchaser(Strategy::Atomic, "soon").await.unwrap();
     let req = PurchaseRequest::new("u");
-    assert_eq!(buy.purchase(&req).await.unwrap(), Outcome::NotStarted);
+    assert_eq!(
+        buy.purchase(&req).await.unwrap(),
+        Outcome::Refused(Rule::StartsAt)
+    );
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert!(matches!(buy.purchase(&req).await.unwrap(), Outcome::Ok(_)));
     assert_eq!(engine.sale("soon").await.unwrap().status, Status::SoldOut);
@@ -226,7 +274,7 @@ async fn the_sale_api_creates_reads_and_deletes() {
         (sale.stock, sale.remaining, sale.sold, sale.status),
         (7, 7, 0, Status::Active)
     );
-    assert_eq!(sale.per_user_limit, Some(2));
+    assert_eq!(sale.rules.per_user_limit(), Some(2));
     assert_eq!(sale.name, "Drop");
     assert!(matches!(
         engine.create_sale(&spec).await,
@@ -398,10 +446,10 @@ async fn ending_early_and_changing_stock_reach_purchasers_made_before() {
             engine.change_stock(&id, StockChange::Add(5)).await.unwrap();
             let sale = engine.end_sale(&id).await.unwrap();
             assert_eq!(sale.status, Status::Ended);
-            assert!(sale.ends_at_ms.is_some_and(|end| end <= now_ms()));
+            assert!(sale.rules.ends_at_ms().is_some_and(|end| end <= now_ms()));
             assert!(matches!(
                 buy.purchase(&PurchaseRequest::new("d")).await.unwrap(),
-                Outcome::Ended
+                Outcome::Refused(Rule::EndsAt)
             ));
             assert!(matches!(
                 buy.purchase(&PurchaseRequest::new("a").request_id("r1"))
@@ -412,7 +460,8 @@ async fn ending_early_and_changing_stock_reach_purchasers_made_before() {
             assert_eq!(engine.pay(&order).await.unwrap(), OrderState::Paid);
             let again = engine.end_sale(&id).await.unwrap();
             assert_eq!(
-                again.ends_at_ms, sale.ends_at_ms,
+                again.rules.ends_at_ms(),
+                sale.rules.ends_at_ms(),
                 "ending twice keeps the end"
             );
         }
@@ -433,7 +482,10 @@ async fn ending_early_and_changing_stock_reach_purchasers_made_before() {
     engine.create_sale(&later).await.unwrap();
     let ended = engine.end_sale("later").await.unwrap();
     assert_eq!(ended.status, Status::Ended);
-    assert!(ended.starts_at_ms < ended.ends_at_ms, "{ended:?}");
+    assert!(
+        ended.rules.starts_at_ms() < ended.rules.ends_at_ms(),
+        "{ended:?}"
+    );
     let missing = engine.end_sale("nosuch").await;
     assert!(
         matches!(missing, Err(Error::SaleNotFound(_))),

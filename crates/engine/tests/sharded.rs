@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use seckill_engine::bench::{race, verify};
-use seckill_engine::{Engine, Outcome, PurchaseRequest, SaleSpec, Strategy, home_shard};
+use seckill_engine::{Engine, Outcome, PurchaseRequest, Rule, SaleSpec, Strategy, home_shard};
 use seckill_testkit::RedisServer;
 
 /// Checks the sale's books every few ms until `stop`; answers how many
@@ -272,7 +272,7 @@ async fn a_sharded_sale_refuses_what_it_cannot_do() {
         .purchase(&PurchaseRequest::new("x"))
         .await
         .unwrap();
-    assert_eq!(outcome, Outcome::Ended);
+    assert_eq!(outcome, Outcome::Refused(Rule::EndsAt));
     assert!(engine.delete_sale("s").await.unwrap());
     let ids = engine.sale_ids().await.unwrap();
     assert!(ids.is_empty(), "{ids:?}");

@@ -2,7 +2,7 @@
 //! 256 race for 1,000 units, and every invariant must hold exactly.
 
 use seckill_engine::bench::{race, verify};
-use seckill_engine::{Engine, PurchaseRequest, SaleSpec, Strategy};
+use seckill_engine::{Engine, PurchaseRequest, Rule, SaleSpec, Strategy};
 use seckill_testkit::RedisServer;
 
 /// 10,000 requests from 7,000 users (3,000 of them ask twice).
@@ -15,8 +15,9 @@ fn buyers() -> Vec<PurchaseRequest> {
 async fn race_with(strategy: Strategy, limit: Option<u32>) {
     let server = RedisServer::start().unwrap();
     let engine = Engine::connect(&server.url()).await.unwrap();
-    let mut spec = SaleSpec::new("s1", 1_000).inventory(strategy.inventory());
-    spec.per_user_limit = limit;
+    let spec = SaleSpec::new("s1", 1_000)
+        .inventory(strategy.inventory())
+        .rule(Rule::PerUserLimit, limit.map(u64::from));
     engine.create_sale(&spec).await.unwrap();
     let purchaser = engine.purchaser(strategy, "s1").await.unwrap();
     let race = race(&purchaser, buyers(), 256, |_| {}).await;

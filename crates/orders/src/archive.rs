@@ -137,7 +137,8 @@ pub async fn archive_due(engine: &Engine, store: &Store, after: Duration) -> Res
             Err(e) => return Err(e.into()),
         };
         let due = sale
-            .ends_at_ms
+            .rules
+            .ends_at_ms()
             .is_some_and(|end| end.saturating_add(after.as_millis() as u64) <= now);
         if !due {
             continue;
@@ -220,7 +221,7 @@ impl Ends {
             }
             match engine.sale(&id).await {
                 Ok(sale) if sale.sharding.is_none() => {
-                    if let Some(end) = sale.ends_at_ms {
+                    if let Some(end) = sale.rules.ends_at_ms() {
                         self.by_sale.insert(id, end);
                     }
                 }

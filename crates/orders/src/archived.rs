@@ -2,7 +2,7 @@
 //! orders, and a purchase of it sent again. A sale SQL still holds as live
 //! is not archived but lost from Redis, which a caller must say.
 
-use seckill_engine::{Order, OrderState, Outcome};
+use seckill_engine::{Order, OrderState, Outcome, Rule};
 
 use crate::error::Result;
 use crate::store::{Store, StoredOrder};
@@ -97,5 +97,5 @@ pub async fn purchase(
             quantity: order.quantity.max(0) as u32,
         })));
     }
-    Ok(Found::Archived(Outcome::Ended))
+    Ok(Found::Archived(Outcome::Refused(Rule::EndsAt)))
 }

@@ -185,7 +185,7 @@ async fn audit_sharded(
     }
     // A buyer buys on one home shard only, so no buyer's units may add up
     // over the limit across shards.
-    if let Some(limit) = sale.per_user_limit.map(u64::from) {
+    if let Some(limit) = sale.rules.per_user_limit() {
         let mut held: HashMap<&str, u64> = HashMap::new();
         for o in orders.iter().filter(|o| o.state.is_live()) {
             *held.entry(&o.user_id).or_default() += u64::from(o.quantity);
@@ -230,7 +230,7 @@ async fn audit_one(
 
     let sql_orders = store.orders(id, sale.generation as i64).await?;
     let in_backlog = compare_orders(&redis_orders, &sql_orders, &backlog_orders, &mut findings);
-    let limit = sale.per_user_limit.map(u64::from);
+    let limit = sale.rules.per_user_limit();
     check_buyers(engine, id, limit, &redis_orders, &mut findings).await?;
     findings.sort_by_key(|f| format!("{f:?}"));
     let report = Report {
@@ -372,7 +372,7 @@ async fn audit_archived(store: &Store, sale: &StoredSale) -> Result<Report> {
             held: paid,
         });
     }
-    if let Some(limit) = sale.per_user_limit.map(|l| l.max(0) as u64) {
+    if let Some(limit) = sale.rules.per_user_limit() {
         for (user, units) in paid_by {
             if units > limit {
                 findings.push(Finding::OverLimit {

@@ -83,15 +83,11 @@ pub async fn repair_from_sql(engine: &Engine, store: &Store, id: &str) -> Result
 fn spec_of(sale: &StoredSale, id: &str, shards: usize) -> SaleSpec {
     let mut spec = SaleSpec::new(id, sale.stock as u64)
         .name(&sale.name)
-        .window(
-            sale.starts_at_ms.map(|v| v as u64),
-            sale.ends_at_ms.map(|v| v as u64),
-        )
         .payment_timeout_secs(sale.payment_timeout_secs as u64);
     if shards > 0 {
         spec = spec.shards(shards as u32);
     }
-    spec.per_user_limit = sale.per_user_limit.map(|l| l as u32);
+    spec.rules = sale.rules;
     spec
 }
 

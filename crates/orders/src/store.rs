@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use seckill_engine::{Event, OrderId, OrderState, Sale};
+use seckill_engine::{Event, OrderId, OrderState, Rules, Sale};
 use sqlx::AnyPool;
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
 
@@ -58,12 +58,9 @@ pub struct StoredSale {
     pub name: String,
     /// Units the sale was created with.
     pub stock: i64,
-    /// Units one user may buy; `None` for no limit.
-    pub per_user_limit: Option<i64>,
-    /// Start, ms since the Unix epoch; `None` if open from creation.
-    pub starts_at_ms: Option<i64>,
-    /// End, ms since the Unix epoch; `None` for "until sold out".
-    pub ends_at_ms: Option<i64>,
+    /// Its purchase rules (stored as the JSON of [`Rules::to_json`]).
+    #[sqlx(try_from = "String")]
+    pub rules: Rules,
     /// How long a buyer has to pay before the order expires.
     pub payment_timeout_secs: i64,
     /// The latest generation recorded (creation time in ms): a reused id
@@ -191,20 +188,12 @@ impl Store {
         // MySQL assigns in order: the archived columns read the old
         // generation before it is replaced.
         let sql = format!(
-            "INSERT INTO sales (id, name, stock, per_user_limit, starts_at_ms, ends_at_ms, \
+            "INSERT INTO sales (id, name, stock, rules, \
              payment_timeout_secs, generation, shards, archived_ms, archived_sold) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULL, NULL){}, {}, {}, {generation}",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, NULL, NULL){}, {}, {}, {generation}",
             self.dialect.update(
                 "id",
-                &[
-                    "name",
-                    "stock",
-                    "per_user_limit",
-                    "starts_at_ms",
-                    "ends_at_ms",
-                    "payment_timeout_secs",
-                    "shards",
-                ],
+                &["name", "stock", "rules", "payment_timeout_secs", "shards",],
             ),
             keep("archived_ms"),
             keep("archived_sold"),
@@ -213,9 +202,7 @@ impl Store {
             .bind(&sale.id)
             .bind(&sale.name)
             .bind(sale.stock as i64)
-            .bind(sale.per_user_limit.map(i64::from))
-            .bind(sale.starts_at_ms.map(|v| v as i64))
-            .bind(sale.ends_at_ms.map(|v| v as i64))
+            .bind(sale.rules.to_json())
             .bind(sale.payment_timeout_secs as i64)
             .bind(sale.generation as i64)
             .bind(sale.sharding.as_ref().map(|s| {
@@ -460,8 +447,8 @@ async fn migrate(pool: &AnyPool, dialect: Dialect) -> Result<()> {
     }
 }
 
-const SELECT_SALE: &str = "SELECT id, name, stock, per_user_limit, starts_at_ms, ends_at_ms, \
-     payment_timeout_secs, generation, archived_ms, archived_sold, shards FROM sales";
+const SELECT_SALE: &str = "SELECT id, name, stock, rules, payment_timeout_secs, generation, \
+     archived_ms, archived_sold, shards FROM sales";
 
 const SELECT_ORDER: &str = "SELECT order_id, sale_id, generation, user_id, quantity, request_id, \
      state, created_ms, updated_ms FROM orders";

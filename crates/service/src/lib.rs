@@ -14,7 +14,11 @@
 //! - `state`: what handlers share: engine, store, purchasers, sold-out marks.
 //! - `extract`: body and query extractors whose every rejection is a 4xx
 //!   in plain words.
+//! - `fields`: body fields read as JSON Schema says (`2.0` is whole;
+//!   a sent optional field is never null).
 //! - `time`: times in (RFC 3339 or ms) and out (RFC 3339).
+//! - `rules`: a sale's purchase rules in the API, read, written and
+//!   documented from the engine's list of them.
 //! - `limiter`: the per-user and per-address rate limits.
 //! - `locks`: poison-tolerant lock guards.
 //! - `redis_settings`: the warning at start about a Redis that can lose
@@ -62,6 +66,7 @@ pub mod client;
 mod dashboard;
 mod error;
 mod extract;
+mod fields;
 mod limiter;
 mod listener;
 mod locks;
@@ -69,6 +74,7 @@ mod metrics;
 mod openapi;
 mod redis_settings;
 mod routes;
+mod rules;
 mod secret;
 mod server;
 mod state;

@@ -6,7 +6,7 @@ use std::sync::RwLock;
 use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
-use seckill_engine::{Engine, Outcome, PurchaseRequest, Purchaser, Strategy};
+use seckill_engine::{Engine, Outcome, PurchaseRequest, Purchaser, Rule, Strategy};
 use seckill_orders::Store;
 
 use crate::activity::Activity;
@@ -104,10 +104,10 @@ impl AppState {
         }
         let purchaser = self.purchaser(id).await?;
         if let Some(limit) = purchaser.per_user_limit()
-            && req.quantity > limit
+            && u64::from(req.quantity) > limit
         {
             return Err(ApiError::conflict(
-                Code::LimitExceeded,
+                Code::Refused(Rule::PerUserLimit),
                 format!(
                     "quantity: {} is above the per-user limit of {limit}",
                     req.quantity

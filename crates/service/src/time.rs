@@ -8,6 +8,11 @@ use serde::de::{self, Deserializer, Visitor};
 pub const EXPECTED: &str =
     "an RFC 3339 time such as \"2026-11-23T10:00:00Z\" or milliseconds since 1970-01-01 UTC";
 
+/// The forms a time takes in, as the API's document describes them.
+pub const FORMS: &str = "RFC 3339, e.g. 2026-11-23T10:00:00Z or 2026-11-23T18:00:00+08:00, or ms \
+     since the Unix epoch; RFC 3339 with T and Z in capitals, seconds, an optional fraction, \
+     years 1971-9998";
+
 /// A time read from a request: ms since the Unix epoch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Millis(pub u64);
@@ -98,14 +103,6 @@ pub fn format(ms: u64) -> String {
         .ok()
         .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
         .map_or_else(|| ms.to_string(), |at| at.to_string())
-}
-
-/// Serializes an optional ms time as an RFC 3339 string or null.
-pub fn serialize_opt<S: serde::Serializer>(ms: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
-    match ms {
-        Some(ms) => s.serialize_str(&format(*ms)),
-        None => s.serialize_none(),
-    }
 }
 
 /// At most 64 characters of a client's text, for an error message.

@@ -175,8 +175,7 @@ async fn refusal_commands(
     let limited = format!("rb-{run_id}-limit");
     let repeated = format!("rb-{run_id}-repeat");
     engine.create_sale(&SaleSpec::new(&sold_out, 1)).await?;
-    let mut spec = SaleSpec::new(&limited, seckill_engine::MAX_STOCK);
-    spec.per_user_limit = Some(1);
+    let spec = SaleSpec::new(&limited, seckill_engine::MAX_STOCK).per_user_limit(1);
     engine.create_sale(&spec).await?;
     engine
         .create_sale(&SaleSpec::new(&repeated, seckill_engine::MAX_STOCK))

@@ -11,7 +11,9 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
 use seckill_engine::bench::{Race, Verdict, race, verify};
-use seckill_engine::{CoalescerConfig, Engine, Inventory, PurchaseRequest, SaleSpec, Strategy};
+use seckill_engine::{
+    CoalescerConfig, Engine, Inventory, PurchaseRequest, Rule, SaleSpec, Strategy,
+};
 
 use seckill_orders::Store;
 
@@ -204,10 +206,10 @@ async fn bench(
     persist: Option<&Store>,
 ) -> Result<Row> {
     let id = format!("bench-{run_id}-{}", strategy.name());
-    let mut spec = SaleSpec::new(&id, args.stock)
+    let spec = SaleSpec::new(&id, args.stock)
         .inventory(strategy.inventory())
-        .shards(args.shards);
-    spec.per_user_limit = args.per_user_limit;
+        .shards(args.shards)
+        .rule(Rule::PerUserLimit, args.per_user_limit.map(u64::from));
     let sale = engine.create_sale(&spec).await?;
     let generation = sale.generation;
     // Where orders are kept: the sale, or each of its shards.

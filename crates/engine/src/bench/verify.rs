@@ -78,7 +78,7 @@ pub async fn verify(engine: &Engine, id: &str, demand: &Demand) -> Result<Verdic
             duplicate_orders += 1;
         }
     }
-    let limit = sale.per_user_limit.map(u64::from);
+    let limit = sale.rules.per_user_limit();
     let limit_violations = per_user
         .values()
         .filter(|&&n| limit.is_some_and(|l| n > l))

@@ -6,16 +6,17 @@
 //! reads an answer; no other module knows either format.
 //!
 //! Arguments: the sale's generation; per buyer its user, quantity and
-//! request id (`''` = none); then the sale's rules, only where it has
-//! any, since each argument costs Redis time: its per-user limit (`0` =
-//! none), then its start (ms) if it has one. The end is not among them:
-//! the scripts read it from the sale, as ending a sale early moves it.
+//! request id (`''` = none); then the sale's rules as
+//! [`Rules::arguments`](crate::rules::Rules) gives them: its per-user
+//! limit (`0` = none), then its start (ms), each only if a later one or
+//! itself is set. The end is read from the sale.
 
 use seckill_redis::Call;
 
 use crate::error::{Error, Result};
 use crate::order::{Order, Outcome, PurchaseRequest};
 use crate::order_id::OrderId;
+use crate::rules::Rule;
 use crate::sale::Sale;
 
 /// What the purchase functions take of the sale itself, made once per
@@ -24,20 +25,14 @@ use crate::sale::Sale;
 pub(crate) struct PurchaseArgs {
     generation: String,
     /// Empty without rules; the limit alone; or limit and start.
-    rules: Vec<String>,
+    rules: Vec<u64>,
 }
 
 impl PurchaseArgs {
     pub fn new(sale: &Sale) -> Self {
-        let limit = sale.per_user_limit.unwrap_or(0).to_string();
-        let rules = match sale.starts_at_ms {
-            Some(start) => vec![limit, start.to_string()],
-            None if sale.per_user_limit.is_some() => vec![limit],
-            None => Vec::new(),
-        };
         Self {
             generation: sale.generation.to_string(),
-            rules,
+            rules: sale.rules.arguments(),
         }
     }
 
@@ -54,7 +49,7 @@ impl PurchaseArgs {
                 .arg(req.request_id.as_deref().unwrap_or(""));
         }
         for rule in &self.rules {
-            call.arg(rule);
+            call.arg(*rule);
         }
     }
 }
@@ -89,11 +84,11 @@ impl<'a> Answer<'a> {
             redis::Value::SimpleString(s) => s.as_str(),
             _ => return Err(bad()),
         };
+        if let Some(rule) = Rule::from_answer(text) {
+            return Ok(Self::Refused(Outcome::Refused(rule)));
+        }
         Ok(match text {
             "sold_out" => Self::Refused(Outcome::SoldOut),
-            "limit" => Self::Refused(Outcome::LimitExceeded),
-            "not_started" => Self::Refused(Outcome::NotStarted),
-            "ended" => Self::Refused(Outcome::Ended),
             "no_sale" => Self::NoSale,
             _ => match text.split_once('|') {
                 Some((local, quantity)) if is_local(local, 3) => Self::Repeated {
@@ -173,7 +168,10 @@ mod tests {
                 quantity: 2,
             },
         );
-        check(text("limit"), Answer::Refused(Outcome::LimitExceeded));
+        check(
+            text("limit"),
+            Answer::Refused(Outcome::Refused(Rule::PerUserLimit)),
+        );
         check(text("no_sale"), Answer::NoSale);
         for bad in ["5", "5-2-7", "5-x", "7up", "5-2|1", "sold out", ""] {
             assert!(Answer::read(&text(bad), "9-1").is_err(), "{bad}");

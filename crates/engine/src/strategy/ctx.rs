@@ -18,20 +18,11 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
-    /// Baselines check the window here, against this process's clock.
-    pub fn window(&self) -> Option<Outcome> {
-        let now = now_ms();
-        if self.sale.starts_at_ms.is_some_and(|s| now < s) {
-            Some(Outcome::NotStarted)
-        } else if self.sale.ends_at_ms.is_some_and(|e| now >= e) {
-            Some(Outcome::Ended)
-        } else {
-            None
-        }
-    }
-
-    pub fn limit(&self) -> Option<u64> {
-        self.sale.per_user_limit.map(u64::from)
+    /// The rule a purchase breaks by which its buyer would hold `held`
+    /// units (`None`: the clock's rules alone), against this process's
+    /// clock: where the baselines check the sale's rules.
+    pub fn broken(&self, held: Option<u64>) -> Option<Outcome> {
+        self.sale.rules.broken(now_ms(), held).map(Outcome::Refused)
     }
 }
 
@@ -50,14 +41,14 @@ where
     Fut: Future<Output = Result<bool>>,
 {
     use redis::AsyncCommands;
-    if let Some(refusal) = ctx.window() {
+    if let Some(refusal) = ctx.broken(None) {
         return Ok(refusal);
     }
     let mut conn = ctx.conn.clone();
     let user = &req.user_id;
     let bought: u64 = conn.hincr(&ctx.keys.users, user, 1).await?;
-    let refusal = if ctx.limit().is_some_and(|limit| bought > limit) {
-        Some(Outcome::LimitExceeded)
+    let refusal = if let Some(refusal) = ctx.broken(Some(bought)) {
+        Some(refusal)
     } else if !take(conn.clone()).await? {
         Some(Outcome::SoldOut)
     } else {

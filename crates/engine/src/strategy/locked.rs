@@ -29,7 +29,7 @@ impl Locked {
     }
 
     pub async fn purchase(&self, req: &PurchaseRequest) -> Result<Outcome> {
-        if let Some(refusal) = self.ctx.window() {
+        if let Some(refusal) = self.ctx.broken(None) {
             return Ok(refusal);
         }
         let guard = self.lock.acquire(WAIT).await?;
@@ -52,12 +52,8 @@ impl Locked {
             .query_async(&mut conn)
             .await?;
         let stock = stock.unwrap_or(0);
-        if self
-            .ctx
-            .limit()
-            .is_some_and(|l| bought.unwrap_or(0) + 1 > l)
-        {
-            return Ok(Outcome::LimitExceeded);
+        if let Some(refusal) = self.ctx.broken(Some(bought.unwrap_or(0) + 1)) {
+            return Ok(refusal);
         }
         if stock < 1 {
             return Ok(Outcome::SoldOut);

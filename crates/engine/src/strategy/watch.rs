@@ -33,7 +33,7 @@ impl Watch {
 
     /// Answers the outcome and the attempts it took.
     pub async fn purchase(&self, req: &PurchaseRequest) -> Result<(Outcome, u64)> {
-        if let Some(refusal) = self.ctx.window() {
+        if let Some(refusal) = self.ctx.broken(None) {
             return Ok((refusal, 1));
         }
         let pooled = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
@@ -67,12 +67,8 @@ impl Watch {
                 .hget(&keys.users, &req.user_id)
                 .query_async(conn)
                 .await?;
-            let refusal = if self
-                .ctx
-                .limit()
-                .is_some_and(|l| bought.unwrap_or(0) + 1 > l)
-            {
-                Some(Outcome::LimitExceeded)
+            let refusal = if let Some(refusal) = self.ctx.broken(Some(bought.unwrap_or(0) + 1)) {
+                Some(refusal)
             } else if stock.unwrap_or(0) < 1 {
                 Some(Outcome::SoldOut)
             } else {

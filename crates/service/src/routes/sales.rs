@@ -6,8 +6,8 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use seckill_engine::{
-    OrderState, Outcome, PurchaseRequest, Sale, SaleSpec, Sharding, Status, StockChange, check_id,
-    is_shard,
+    OrderState, Outcome, PurchaseRequest, Rule, Rules, Sale, SaleSpec, Sharding, Status,
+    StockChange, check_id, is_shard,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -17,24 +17,20 @@ use seckill_orders::StoredSale;
 use super::{Answer, Shared, page_limit};
 use crate::auth::Caller;
 use crate::error::{ApiError, Code};
-use crate::extract::{Body, Path, Query, present, present_whole, whole};
+use crate::extract::{Body, Path, Query};
+use crate::fields::{present, present_whole, whole};
+use crate::rules::{self, RuleFields};
 use crate::state::AppState;
-use crate::time::{self, Millis};
 use seckill_orders::archived::{self, Found};
 
+/// Its rules are read by [`rules::read`], which is given every field but
+/// these and refuses those that are no rule's.
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct NewSale {
     id: String,
     name: String,
     #[serde(deserialize_with = "whole")]
     stock: u64,
-    #[serde(deserialize_with = "whole")]
-    per_user_limit: u32,
-    #[serde(default, deserialize_with = "present")]
-    starts_at: Option<Millis>,
-    #[serde(default, deserialize_with = "present")]
-    ends_at: Option<Millis>,
     #[serde(default, deserialize_with = "present_whole")]
     payment_timeout_secs: Option<u64>,
     #[serde(default, deserialize_with = "present_whole")]
@@ -42,6 +38,26 @@ pub struct NewSale {
     /// Start a new generation over a sale Redis lost (see `lost_in_redis`).
     #[serde(default, deserialize_with = "present")]
     replace: Option<bool>,
+    #[serde(flatten, deserialize_with = "new_sale_rules")]
+    rules: Rules,
+}
+
+fn new_sale_rules<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Rules, D::Error> {
+    const OWN: &[&str] = &[
+        "id",
+        "name",
+        "stock",
+        "payment_timeout_secs",
+        "shards",
+        "replace",
+    ];
+    let rules = rules::read(d, OWN)?;
+    // Over HTTP every sale states its per-user limit, if only a large one.
+    let limit = Rule::PerUserLimit;
+    if rules.get(limit).is_none() {
+        return Err(serde::de::Error::custom(format!("missing field `{limit}`")));
+    }
+    Ok(rules)
 }
 
 #[derive(Serialize)]
@@ -51,12 +67,9 @@ pub(super) struct SaleBody {
     stock: u64,
     remaining: u64,
     sold: u64,
-    per_user_limit: Option<u32>,
     status: seckill_engine::Status,
-    #[serde(serialize_with = "time::serialize_opt")]
-    starts_at: Option<u64>,
-    #[serde(serialize_with = "time::serialize_opt")]
-    ends_at: Option<u64>,
+    #[serde(flatten)]
+    rules: RuleFields,
     payment_timeout_secs: u64,
     /// A sharded sale's pool and shards: for admins only.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -82,10 +95,8 @@ impl From<Sale> for SaleBody {
             stock: s.stock,
             remaining: s.remaining,
             sold: s.sold,
-            per_user_limit: s.per_user_limit,
             status: s.status,
-            starts_at: s.starts_at_ms,
-            ends_at: s.ends_at_ms,
+            rules: RuleFields(s.rules),
             payment_timeout_secs: s.payment_timeout_secs,
             sharding: None,
         }
@@ -105,10 +116,8 @@ pub async fn create_sale(
     if body.stock == 0 {
         return Err(ApiError::invalid("stock: must be 1-1000000000"));
     }
-    let mut spec = SaleSpec::new(&body.id, body.stock)
-        .name(&body.name)
-        .per_user_limit(body.per_user_limit)
-        .window(body.starts_at.map(|t| t.0), body.ends_at.map(|t| t.0));
+    let mut spec = SaleSpec::new(&body.id, body.stock).name(&body.name);
+    spec.rules = body.rules;
     if let Some(secs) = body.payment_timeout_secs {
         if secs == 0 || secs > 86_400 {
             return Err(ApiError::invalid("payment_timeout_secs: must be 1-86400"));
@@ -179,10 +188,8 @@ impl SaleBody {
             stock,
             remaining: stock.saturating_sub(sold),
             sold,
-            per_user_limit: s.per_user_limit.map(|l| l as u32),
             status: Status::Ended,
-            starts_at: s.starts_at_ms.map(|v| v as u64),
-            ends_at: s.ends_at_ms.map(|v| v as u64),
+            rules: RuleFields(s.rules),
             payment_timeout_secs: s.payment_timeout_secs.max(0) as u64,
             sharding: None,
         }
@@ -426,9 +433,7 @@ async fn archived_purchase(
 fn refusal(outcome: Outcome) -> ApiError {
     let message = match outcome {
         Outcome::SoldOut => "no units left",
-        Outcome::LimitExceeded => "this user has bought the most units allowed",
-        Outcome::NotStarted => "the sale has not started",
-        Outcome::Ended => "the sale has ended",
+        Outcome::Refused(rule) => rule.refusal(),
         Outcome::Ok(_) | Outcome::Duplicate(_) => "bought",
     };
     // A purchase made is never refused; answered as unavailable if it were.
@@ -450,9 +455,10 @@ pub(crate) mod tests {
             stock: 2,
             remaining: 1,
             sold: 1,
-            per_user_limit: Some(1),
-            starts_at_ms: Some(1),
-            ends_at_ms: Some(2),
+            rules: seckill_engine::Rules::default()
+                .with(Rule::PerUserLimit, Some(1))
+                .with(Rule::StartsAt, Some(1))
+                .with(Rule::EndsAt, Some(2)),
             inventory: Inventory::Hash,
             payment_timeout_secs: 900,
             status: Status::Active,

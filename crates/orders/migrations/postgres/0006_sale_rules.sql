@@ -1,0 +1,7 @@
+-- A sale's purchase rules as one JSON object (seckill_engine::Rules), so
+-- that a new rule needs no column: the three rules of the first schema
+-- move into it.
+ALTER TABLE sales ADD COLUMN rules TEXT NOT NULL DEFAULT '{}';
+UPDATE sales SET rules = json_build_object('per_user_limit', per_user_limit,
+    'starts_at_ms', starts_at_ms, 'ends_at_ms', ends_at_ms)::text;
+ALTER TABLE sales DROP COLUMN per_user_limit, DROP COLUMN starts_at_ms, DROP COLUMN ends_at_ms;
