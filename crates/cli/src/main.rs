@@ -12,6 +12,7 @@
 //! - `durability`: `--durability`, when `serve` and `bench` acknowledge a
 //!   purchase.
 //! - `signals`: shutdown on SIGINT/SIGTERM.
+//! - `logging`: `--log-format`, and error chains with each cause once.
 //! - `lock_bench`: `seckill lock-bench`, contention benchmark of the lock.
 //! - `target`: which Redis a command talks to (given URL or a private server).
 //! - `stats`: latency histograms and the progress bar shared by benchmarks.
@@ -29,6 +30,7 @@ mod demo;
 mod durability;
 mod load;
 mod lock_bench;
+mod logging;
 mod persist;
 mod plot;
 mod redis_benchmark;
@@ -51,6 +53,16 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// How log lines are written to stderr: `text` (colour only on a
+    /// terminal) or `json` (one object per line, for a log pipeline).
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        env = "SECKILL_LOG_FORMAT",
+        default_value = "text"
+    )]
+    log_format: logging::Format,
 }
 
 #[derive(Subcommand)]
@@ -75,14 +87,8 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "warn,sqlx::query=error".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let cli = Cli::parse();
+    logging::init(cli.log_format);
     // The service and its load run on every core; the benchmarks measure
     // from one thread so client cost stays small and steady.
     let runtime = match cli.command {
@@ -103,7 +109,7 @@ fn main() -> ExitCode {
     match runtime.block_on(dispatch(cli.command)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", logging::chain(&e));
             ExitCode::from(2)
         }
     }

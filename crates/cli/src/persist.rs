@@ -36,9 +36,11 @@ pub struct Args {
 
 pub async fn run(args: Args) -> Result<ExitCode> {
     let archive_after = crate::target::archive_after(args.archive_after)?;
-    let store = Store::open(&args.stores.database_url)
+    let url = args.stores.database_url()?;
+    let shown = seckill_orders::redacted(&url);
+    let store = Store::open(&url)
         .await
-        .with_context(|| format!("opening {}", args.stores.database_url))?;
+        .with_context(|| format!("opening {shown}"))?;
     let config = PersisterConfig {
         claim_idle: Duration::from_secs(args.claim_idle_secs),
         ..PersisterConfig::default()
@@ -47,10 +49,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     let persister = Persister::with_target(&redis, store.clone(), config)
         .await
         .with_context(|| format!("connecting to {redis}"))?;
-    eprintln!(
-        "persisting orders from {redis} into {}",
-        args.stores.database_url
-    );
+    eprintln!("persisting orders from {redis} into {shown}");
     let engine = Engine::connect_target_lazy(&redis)?;
     let mut sweepers = vec![tokio::spawn(watch_lost_forever(
         engine.clone(),

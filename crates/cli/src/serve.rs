@@ -81,7 +81,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     let config = seckill_service::Config {
         listen: args.listen,
         redis: args.stores.redis()?,
-        database_url: args.stores.database_url,
+        database_url: args.stores.database_url()?,
         admin_token,
         auth,
         rate_per_user: args.rate_per_user,

@@ -1,5 +1,7 @@
 //! Which Redis (and SQL database) a command runs against.
 
+use std::path::PathBuf;
+
 use anyhow::{Context, Result};
 use clap::Args;
 use seckill_testkit::{RedisCluster, RedisServer};
@@ -19,6 +21,75 @@ pub struct RedisArgs {
     /// ports) for the run instead.
     #[arg(long, conflicts_with_all = ["redis_url", "redis_cluster"])]
     cluster: bool,
+    #[command(flatten)]
+    access: RedisAccess,
+}
+
+/// How to reach Redis beyond its URLs: TLS files, and a password kept out
+/// of the command line. Every command that talks to Redis takes these.
+#[derive(Args, Clone, Default)]
+pub struct RedisAccess {
+    /// For `rediss://`: trust the CA certificates in FILE (PEM) instead of
+    /// the system's.
+    #[arg(long, env = "SECKILL_REDIS_CA_FILE", value_name = "FILE")]
+    redis_ca_file: Option<PathBuf>,
+    /// For `rediss://` with mutual TLS: this client's certificate (PEM).
+    #[arg(
+        long,
+        env = "SECKILL_REDIS_CLIENT_CERT_FILE",
+        value_name = "FILE",
+        requires = "redis_client_key_file"
+    )]
+    redis_client_cert_file: Option<PathBuf>,
+    /// Its private key (PEM).
+    #[arg(
+        long,
+        env = "SECKILL_REDIS_CLIENT_KEY_FILE",
+        value_name = "FILE",
+        requires = "redis_client_cert_file"
+    )]
+    redis_client_key_file: Option<PathBuf>,
+    /// For `rediss://`: accept any server certificate. Anyone between this
+    /// process and Redis can then read and change every purchase; warns.
+    #[arg(long, env = "SECKILL_REDIS_TLS_INSECURE")]
+    redis_tls_insecure: bool,
+    /// The Redis password (or ACL user's password), from FILE rather than
+    /// the URL, which `ps` shows; a trailing newline is dropped.
+    #[arg(long, env = "SECKILL_REDIS_PASSWORD_FILE", value_name = "FILE")]
+    redis_password_file: Option<PathBuf>,
+}
+
+impl RedisAccess {
+    /// `target` with these settings.
+    fn apply(&self, target: seckill_redis::Target) -> Result<seckill_redis::Target> {
+        let mut tls = seckill_redis::Tls::from_files(
+            self.redis_ca_file.as_deref(),
+            self.redis_client_cert_file.as_deref(),
+            self.redis_client_key_file.as_deref(),
+        )?;
+        if self.redis_tls_insecure {
+            tracing::warn!(
+                "--redis-tls-insecure: Redis's certificate is not checked; anyone between here \
+                 and Redis can read and change every purchase"
+            );
+            tls = tls.insecure();
+        }
+        let mut target = target.with_tls(tls);
+        if let Some(file) = &self.redis_password_file {
+            target = target.with_password(&read_secret(file, "--redis-password-file")?);
+        }
+        Ok(target)
+    }
+}
+
+/// A secret kept in `file`, without its trailing newline; `flag` names
+/// where it was asked for in an error (which never holds the secret).
+pub fn read_secret(file: &std::path::Path, flag: &str) -> Result<String> {
+    let text = std::fs::read_to_string(file)
+        .with_context(|| format!("{flag}: cannot read {}", file.display()))?;
+    let secret = text.trim_end_matches(['\r', '\n']);
+    anyhow::ensure!(!secret.is_empty(), "{flag}: {} is empty", file.display());
+    Ok(secret.to_owned())
 }
 
 impl RedisArgs {
@@ -32,11 +103,12 @@ impl RedisArgs {
         if self.cluster {
             return Target::private_cluster();
         }
-        match (&self.redis_cluster, &self.redis_url) {
-            (Some(nodes), _) => Ok(Target::given(cluster(nodes)?)),
-            (None, Some(url)) => Ok(Target::given(seckill_redis::Target::server(url))),
-            (None, None) => Target::private_server(),
-        }
+        let given = match (&self.redis_cluster, &self.redis_url) {
+            (Some(nodes), _) => cluster(nodes)?,
+            (None, Some(url)) => seckill_redis::Target::server(url),
+            (None, None) => return Target::private_server(),
+        };
+        Ok(Target::given(self.access.apply(given)?))
     }
 }
 
@@ -96,28 +168,43 @@ pub struct Stores {
     /// nodes as `host:port[,host:port…]` (or `redis://` URLs).
     #[arg(long, env = "SECKILL_REDIS_CLUSTER", value_name = "NODE[,NODE…]")]
     pub redis_cluster: Option<String>,
+    #[command(flatten)]
+    pub access: RedisAccess,
     /// The order database: a SQLite file path, `sqlite:PATH`,
     /// `sqlite://PATH`, a `postgres://` URL or a `mysql://` URL (MySQL 8,
-    /// MariaDB 10.11).
+    /// MariaDB 10.11). For TLS: `postgres://…?sslmode=verify-full&sslrootcert=FILE`,
+    /// `mysql://…?ssl-mode=VERIFY_IDENTITY&ssl-ca=FILE`. With a password in
+    /// it, rather give `SECKILL_DATABASE_URL_FILE`, a file holding it.
     #[arg(long, env = "SECKILL_DATABASE_URL", default_value = "seckill.db")]
-    pub database_url: String,
+    database_url: String,
 }
 
 impl Stores {
     /// Where Redis is: `--redis-cluster` if given, else `--redis-url`.
     pub fn redis(&self) -> Result<seckill_redis::Target> {
-        match &self.redis_cluster {
-            Some(nodes) => cluster(nodes),
-            None => Ok(seckill_redis::Target::server(&self.redis_url)),
+        let given = match &self.redis_cluster {
+            Some(nodes) => cluster(nodes)?,
+            None => seckill_redis::Target::server(&self.redis_url),
+        };
+        self.access.apply(given)
+    }
+
+    /// The order database's URL: from the file `SECKILL_DATABASE_URL_FILE`
+    /// names if set, else `--database-url`.
+    pub fn database_url(&self) -> Result<String> {
+        match std::env::var_os("SECKILL_DATABASE_URL_FILE") {
+            Some(file) => read_secret(file.as_ref(), "SECKILL_DATABASE_URL_FILE"),
+            None => Ok(self.database_url.clone()),
         }
     }
 
     /// Opens the order database (migrating it) and connects to Redis,
     /// naming whichever failed.
     pub async fn open(&self) -> Result<(seckill_engine::Engine, seckill_orders::Store)> {
-        let store = seckill_orders::Store::open(&self.database_url)
+        let url = self.database_url()?;
+        let store = seckill_orders::Store::open(&url)
             .await
-            .with_context(|| format!("opening {}", self.database_url))?;
+            .with_context(|| format!("opening {}", seckill_orders::redacted(&url)))?;
         let redis = self.redis()?;
         let engine = seckill_engine::Engine::connect_target(&redis)
             .await

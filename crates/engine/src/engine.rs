@@ -82,10 +82,7 @@ impl Engine {
 
     /// Like [`Engine::connect_target`], without waiting for Redis.
     pub fn connect_target_lazy(target: &Target) -> Result<Self> {
-        let client = match target {
-            Target::Server(url) => Some(client(url)?),
-            Target::Cluster(_) => None,
-        };
+        let client = target.server_client()?;
         Ok(Self {
             conn: target.connect_lazy()?,
             client,

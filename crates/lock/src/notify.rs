@@ -139,7 +139,7 @@ async fn subscribe(
     channel: &str,
     attempt: usize,
 ) -> redis::RedisResult<redis::aio::PubSub> {
-    let client = seckill_redis::client(target.pubsub_url(attempt))?;
+    let client = target.pubsub_client(attempt)?;
     let mut pubsub = client.get_async_pubsub().await?;
     pubsub.subscribe(channel).await?;
     Ok(pubsub)

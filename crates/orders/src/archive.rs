@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use crate::audit::audit_with_orders;
 use crate::error::{Error, Result};
+use crate::failures::Failures;
 use crate::news::{Follower, Learned};
 use crate::store::Store;
 
@@ -171,21 +172,25 @@ pub async fn archive_forever(
     let interval = after.clamp(Duration::from_millis(100), Duration::from_secs(10));
     tokio::pin!(shutdown);
     let mut ends = Ends::default();
+    let mut following = Failures::new("learning of sales' ends");
+    let mut archiving = Failures::new("archiving");
     loop {
-        if let Err(e) = ends.follow(&engine).await {
-            tracing::warn!(error = %e, "learning of sales' ends failed");
+        let followed = ends.follow(&engine).await;
+        following.record(&followed);
+        if followed.is_err() {
             // Some changes read were not applied: read every sale again.
             ends.follower.restart();
         }
         for id in ends.due(after) {
             match archive(&engine, &store, &id).await {
                 Ok(_) => {
+                    archiving.succeeded();
                     ends.by_sale.remove(&id);
                 }
                 Err(Error::NotArchivable { reason, .. }) => {
                     tracing::debug!(sale = id, reason, "not archived yet");
                 }
-                Err(e) => tracing::warn!(sale = id, error = %e, "archiving failed"),
+                Err(e) => archiving.failed(&format_args!("sale {id}: {e}")),
             }
         }
         tokio::select! {

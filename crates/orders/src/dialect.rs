@@ -246,6 +246,39 @@ fn sqlite_url(target: &str) -> Result<String> {
     Ok(format!("sqlite://{path}?{}", params.join("&")))
 }
 
+/// `target` (a database URL or path) fit for a message or a log: any
+/// password, in its user part or a `password=` parameter, as `***`.
+///
+/// ```
+/// use seckill_orders::redacted;
+/// assert_eq!(redacted("postgres://app:s3cret@db:5432/shop"), "postgres://app:***@db:5432/shop");
+/// assert_eq!(redacted("mysql://db/shop?password=s3cret&ssl-mode=REQUIRED"),
+///            "mysql://db/shop?password=***&ssl-mode=REQUIRED");
+/// assert_eq!(redacted("orders.db"), "orders.db");
+/// ```
+pub fn redacted(target: &str) -> String {
+    let mut out = target.to_owned();
+    if let Some((scheme, rest)) = target.split_once("://") {
+        let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        if let Some((user, host)) = rest[..end].rsplit_once('@')
+            && let Some((name, _)) = user.split_once(':')
+        {
+            out = format!("{scheme}://{name}:***@{host}{}", &rest[end..]);
+        }
+    }
+    let Some((base, query)) = out.split_once('?') else {
+        return out;
+    };
+    let query: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((key, _)) if key.eq_ignore_ascii_case("password") => format!("{key}=***"),
+            _ => pair.to_owned(),
+        })
+        .collect();
+    format!("{base}?{}", query.join("&"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

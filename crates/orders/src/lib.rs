@@ -31,7 +31,8 @@
 //! - `lost`: [`watch_lost_forever`], sales Redis lost while SQL holds them
 //!   as live: reported, and restored from SQL if asked.
 //! - `clock`: this machine's clock in ms, as Redis and SQL keep times.
-//! - `error`: [`Error`].
+//! - `error`: [`Error`]. `failures`: [`Failures`], how a background task
+//!   that keeps failing logs (first, every 30 s, on recovery).
 //!
 //! What wakes each background task, so that what they cost follows what
 //! happens (orders, expiries), not how many sales exist:
@@ -69,6 +70,7 @@ mod clock;
 mod config;
 mod dialect;
 mod error;
+mod failures;
 mod lost;
 mod news;
 mod persister;
@@ -82,7 +84,9 @@ pub use archive::{Archived, archive, archive_due, archive_forever};
 pub use audit::{Finding, Report, audit};
 pub use backlog::{Backlog, backlog, unpersisted, wait_drained};
 pub use config::{GROUP, PLAIN_COMMANDS, PersisterConfig};
+pub use dialect::redacted;
 pub use error::{Error, Result};
+pub use failures::{Failures, REPEAT_EVERY};
 pub use lost::{LOOK_EVERY, LostSales, watch_lost_forever};
 pub use persister::Persister;
 pub use repair::{Restored, repair_from_sql};

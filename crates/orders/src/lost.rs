@@ -25,6 +25,7 @@ use redis::AsyncCommands;
 use seckill_engine::Engine;
 
 use crate::error::Result;
+use crate::failures::Failures;
 use crate::news::Topology;
 use crate::repair::repair_from_sql;
 use crate::store::Store;
@@ -77,16 +78,12 @@ pub async fn watch_lost_forever(
         ..Watch::default()
     };
     tokio::pin!(shutdown);
+    let mut failures = Failures::new("looking for sales Redis lost");
     loop {
-        match watch.look(&engine, &store).await {
-            Ok(()) => watch.failing = false,
-            // Once per outage: Redis or SQL being away is reported by the
-            // tasks that need them.
-            Err(e) if !std::mem::replace(&mut watch.failing, true) => {
-                tracing::warn!(error = %e, "looking for sales Redis lost failed; retrying");
-                watch.topology = None;
-            }
-            Err(_) => watch.topology = None,
+        let looked = watch.look(&engine, &store).await;
+        failures.record(&looked);
+        if looked.is_err() {
+            watch.topology = None;
         }
         tokio::select! {
             () = &mut shutdown => return,
@@ -100,7 +97,6 @@ pub async fn watch_lost_forever(
 struct Watch {
     restore: bool,
     shown: LostSales,
-    failing: bool,
     topology: Option<Arc<Topology>>,
     /// Each master's mark as last seen, by key.
     marks: HashMap<String, String>,

@@ -45,6 +45,7 @@ use crate::config::{
     GROUP, LIBRARY, PersisterConfig, READ_WAIT, REST_AFTER_FAILURE, WATCH_MASTERS_EVERY,
 };
 use crate::error::{Error, Result};
+use crate::failures::Failures;
 use crate::news::Topology;
 use crate::store::Store;
 use crate::work::{SALES_PER_READ, State};
@@ -143,23 +144,32 @@ impl Persister {
         let keeper = tokio::spawn(inner.clone().keep_house(stopped));
         tokio::pin!(shutdown);
         let mut quiet = inner.config.poll;
+        let mut rounds = Failures::new("persister round");
         loop {
             let pause = match inner.read_round(&mut reads, Some(READ_WAIT)).await {
                 // Nothing at all: wait longer each time, up to `idle_poll`,
                 // so quiet sales cost next to nothing.
                 Ok((0, false)) => {
+                    // A round that skipped resting masters proves nothing.
+                    if inner.state().resting.is_empty() {
+                        rounds.succeeded();
+                    }
                     quiet = (quiet * 2).min(inner.config.idle_poll.max(inner.config.poll));
                     quiet
                 }
                 // Nothing more waiting: let the next batch grow for a
                 // while, as a small batch costs more per order.
                 Ok((_, false)) => {
+                    rounds.succeeded();
                     quiet = inner.config.poll;
                     quiet
                 }
-                Ok((_, true)) => Duration::ZERO,
+                Ok((_, true)) => {
+                    rounds.succeeded();
+                    Duration::ZERO
+                }
                 Err(e) => {
-                    tracing::warn!(error = %e, "persister round failed; retrying");
+                    rounds.failed(&e);
                     Duration::from_millis(200)
                 }
             };
@@ -302,7 +312,8 @@ impl Inner {
                 Ok(reply) => reply,
                 Err(e) => {
                     let e: Error = e.into();
-                    tracing::warn!(master = addr, error = %e, "reading news failed");
+                    // The round fails with it, and its failures are logged.
+                    tracing::debug!(master = addr, error = %e, "reading news failed");
                     let mut state = self.state();
                     state.to_read.extend(sales);
                     // A read timed out may yet run: its batches are found
@@ -325,7 +336,7 @@ impl Inner {
             match self.persist_reply(&reply[1.min(reply.len())..]).await {
                 Ok(n) => persisted += n,
                 Err(e) => {
-                    tracing::warn!(error = %e, "committing a batch failed");
+                    tracing::debug!(error = %e, "committing a batch failed");
                     self.state().claim_all = true;
                     failed.get_or_insert(e);
                 }

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use seckill_engine::Engine;
 
 use crate::config::{LIBRARY, WATCH_MASTERS_EVERY};
+use crate::failures::Failures;
 use crate::news::Topology;
 
 /// Most orders one sale expires per script call, so a large expiry wave
@@ -42,14 +43,19 @@ pub async fn sweep_forever(engine: Engine, interval: Duration, shutdown: impl Fu
     let mut topology: Option<Topology> = None;
     let mut next_full = Instant::now();
     let mut next_watch = Instant::now();
+    let mut masters = Failures::new("learning the masters");
+    let mut sweeps = Failures::new("expiry sweep");
     loop {
         if topology.is_none() {
             match Topology::read(engine.target()).await {
                 // Incomplete (a failover under way): every sale is swept
                 // once it is whole.
                 Ok(t) if !t.complete() => next_full = next_full.min(Instant::now() + AFTER_FAILURE),
-                Ok(t) => topology = Some(t),
-                Err(e) => tracing::warn!(error = %e, "learning the masters failed"),
+                Ok(t) => {
+                    masters.succeeded();
+                    topology = Some(t);
+                }
+                Err(e) => masters.failed(&e),
             }
         }
         if let (Some(t), true) = (&topology, engine.target().is_cluster())
@@ -73,11 +79,11 @@ pub async fn sweep_forever(engine: Engine, interval: Duration, shutdown: impl Fu
             } else {
                 sweep_due(&engine, t).await
             };
+            sweeps.record(&swept);
             match swept {
                 Ok(_) if full => next_full = Instant::now() + FULL_SWEEP,
                 Ok(_) => {}
-                Err(e) => {
-                    tracing::warn!(error = %e, "expiry sweep failed");
+                Err(_) => {
                     // Perhaps the masters changed (a failover may lose the
                     // last filings): learn them again, and sweep everything
                     // a little later, once a new master serves.
@@ -117,7 +123,8 @@ async fn sweep_due(engine: &Engine, topology: &Topology) -> seckill_engine::Resu
         let sales = match left {
             Ok(left) => left,
             Err(e) => {
-                tracing::warn!(master = topology.addr(i), error = %e, "expiring a master's due sales at once failed; one by one");
+                // The sweep's failures are logged by its loop.
+                tracing::debug!(master = topology.addr(i), error = %e, "expiring a master's due sales at once failed; one by one");
                 match LIBRARY
                     .call("due", &[due])
                     .arg(DUE_PER_LOOK)
@@ -147,7 +154,8 @@ async fn sweep_due(engine: &Engine, topology: &Topology) -> seckill_engine::Resu
             match expire(engine, sale, due).await {
                 Ok(n) => expired += n,
                 Err(e) => {
-                    tracing::warn!(sale, error = %e, "expiring a sale's orders failed");
+                    // The sweep fails with it, logged by its loop.
+                    tracing::debug!(sale, error = %e, "expiring a sale's orders failed");
                     failed = Some(e);
                 }
             }

@@ -49,7 +49,8 @@ pub(crate) async fn quiet_everywhere<'t>(
             Ok(gone) if !gone.is_empty() => found.push((readers, gone)),
             Ok(_) => {}
             Err(e) => {
-                tracing::warn!(master = topology.addr(i), error = %e, "reading its persisters failed");
+                // Housekeeping logs its failures, as `Failures` says.
+                tracing::debug!(master = topology.addr(i), error = %e, "reading its persisters failed");
             }
         }
     }
@@ -84,7 +85,7 @@ pub(crate) async fn abandoned(
         let batches = match in_flight(conn, &keys.persisting).await {
             Ok(batches) => batches,
             Err(e) => {
-                tracing::warn!(sale, error = %e, "reading its batches failed");
+                tracing::debug!(sale, error = %e, "reading its batches failed");
                 taken.look_again |= e.is_unreachable();
                 continue;
             }

@@ -7,6 +7,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::failures::Failures;
 use crate::news::{Follower, Topology};
 
 /// Most sales one read takes from a master's news set, and most named.
@@ -43,6 +44,25 @@ pub(crate) struct State {
     /// Sales this persister committed to, with entries since their last
     /// trim and when that was.
     pub committed: HashMap<String, (usize, Instant)>,
+    /// How housekeeping's steps log while they keep failing.
+    pub failing: Steps,
+}
+
+/// Housekeeping's steps that can fail, each logged as [`Failures`] says.
+pub(crate) struct Steps {
+    pub registry: Failures,
+    pub readers: Failures,
+    pub claims: Failures,
+}
+
+impl Default for Steps {
+    fn default() -> Self {
+        Self {
+            registry: Failures::new("learning of new sales"),
+            readers: Failures::new("looking at the other persisters"),
+            claims: Failures::new("taking over abandoned batches"),
+        }
+    }
 }
 
 impl State {

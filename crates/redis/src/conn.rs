@@ -12,6 +12,8 @@ use redis::cluster_routing::{
 };
 use redis::{Cmd, IntoConnectionInfo, Pipeline, RedisFuture, RedisResult, Value};
 
+use crate::tls::Tls;
+
 /// Longest wait to open a connection to a node.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// Longest wait for one answer. A flash sale would rather answer "try
@@ -19,7 +21,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// cluster's redirects and retries included.
 pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Where Redis is.
+/// Where Redis is, and how to speak TLS to it.
 ///
 /// ```
 /// use seckill_redis::Target;
@@ -29,24 +31,39 @@ pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 /// assert_eq!(cluster.to_string(), "the cluster at 127.0.0.1:7000,127.0.0.1:7001");
 /// let secret = Target::server("redis://:hunter2@127.0.0.1:6379/");
 /// assert_eq!(secret.to_string(), "127.0.0.1:6379");
+/// assert!(!format!("{secret:?}").contains("hunter2"));
+/// let tls = Target::server("rediss://127.0.0.1:6380/").with_tls(seckill_redis::Tls::default());
+/// assert_eq!(tls.to_string(), "127.0.0.1:6380 (TLS)");
 /// ```
-#[derive(Clone, Debug)]
-pub enum Target {
+#[derive(Clone)]
+pub struct Target {
+    nodes: Nodes,
+    tls: Tls,
+    /// A password given apart from the URLs (read from a file, say).
+    password: Option<String>,
+}
+
+#[derive(Clone)]
+enum Nodes {
     /// One server, by URL.
     Server(String),
-    /// A Redis Cluster, by seed nodes (`redis://` URLs); the client learns
-    /// the rest of the cluster from them.
+    /// A Redis Cluster, by seed nodes (URLs); the client learns the rest
+    /// of the cluster from them.
     Cluster(Vec<String>),
 }
 
 impl Target {
-    /// One server at `url`.
+    /// One server at `url` (`redis://` or `rediss://`).
     pub fn server(url: &str) -> Self {
-        Self::Server(url.to_owned())
+        Self {
+            nodes: Nodes::Server(url.to_owned()),
+            tls: Tls::default(),
+            password: None,
+        }
     }
 
     /// A cluster from a comma-separated list of seed nodes, each
-    /// `host:port` or a `redis://` URL.
+    /// `host:port` or a `redis://` (`rediss://`) URL.
     pub fn cluster(nodes: &str) -> RedisResult<Self> {
         let nodes: Vec<String> = nodes
             .split(',')
@@ -69,43 +86,116 @@ impl Target {
         for node in &nodes {
             node.as_str().into_connection_info()?;
         }
-        Ok(Self::Cluster(nodes))
+        Ok(Self {
+            nodes: Nodes::Cluster(nodes),
+            tls: Tls::default(),
+            password: None,
+        })
+    }
+
+    /// With the TLS settings `tls` for its `rediss://` URLs.
+    #[must_use]
+    pub fn with_tls(mut self, tls: Tls) -> Self {
+        self.tls = tls;
+        self
+    }
+
+    /// With `password` for every node, over any in its URLs: for a
+    /// password kept out of the command line.
+    #[must_use]
+    pub fn with_password(mut self, password: &str) -> Self {
+        self.password = Some(password.to_owned());
+        self
+    }
+
+    /// Its TLS settings.
+    pub fn tls(&self) -> &Tls {
+        &self.tls
+    }
+
+    /// Whether its URLs are `rediss://`.
+    pub fn is_tls(&self) -> bool {
+        self.urls().iter().any(|u| u.starts_with("rediss://"))
+    }
+
+    /// A cluster's seed nodes; none for one server.
+    pub(crate) fn seeds(&self) -> &[String] {
+        match &self.nodes {
+            Nodes::Server(_) => &[],
+            Nodes::Cluster(nodes) => nodes,
+        }
+    }
+
+    fn urls(&self) -> &[String] {
+        match &self.nodes {
+            Nodes::Server(url) => std::slice::from_ref(url),
+            Nodes::Cluster(nodes) => nodes,
+        }
+    }
+
+    /// A client for `url`, one of this target's, with its TLS settings
+    /// and `TCP_NODELAY`.
+    pub(crate) fn client_for(&self, url: &str) -> RedisResult<redis::Client> {
+        let mut info = nodelay(url)?;
+        if let Some(password) = &self.password {
+            let settings = info.redis_settings().clone().set_password(password);
+            info = info.set_redis_settings(settings);
+        }
+        self.tls.client(info)
     }
 
     /// Whether this is a cluster.
     pub fn is_cluster(&self) -> bool {
-        matches!(self, Self::Cluster(_))
+        matches!(self.nodes, Nodes::Cluster(_))
     }
 
-    /// Where to subscribe to classic pub/sub on the `attempt`-th try: the
-    /// server, or on a cluster (where a `PUBLISH` reaches every node, slot
-    /// moves and failovers included) the seed nodes in turn, so a
-    /// subscriber whose node died moves to the next.
-    pub fn pubsub_url(&self, attempt: usize) -> &str {
-        match self {
-            Self::Server(url) => url,
-            Self::Cluster(nodes) => &nodes[attempt % nodes.len()],
+    /// A client to subscribe to classic pub/sub with on the `attempt`-th
+    /// try: the server, or on a cluster (where a `PUBLISH` reaches every
+    /// node, slot moves and failovers included) the seed nodes in turn, so
+    /// a subscriber whose node died moves to the next.
+    pub fn pubsub_client(&self, attempt: usize) -> RedisResult<redis::Client> {
+        let urls = self.urls();
+        self.client_for(&urls[attempt % urls.len()])
+    }
+
+    /// A client for the one server, for connections of their own (a
+    /// `WATCH` transaction); `None` for a cluster.
+    pub fn server_client(&self) -> RedisResult<Option<redis::Client>> {
+        match &self.nodes {
+            Nodes::Server(url) => self.client_for(url).map(Some),
+            Nodes::Cluster(_) => Ok(None),
         }
     }
 
     /// A connection that (re)connects on use and fails fast while Redis is
     /// away, so a service can start, and recover, without it.
     pub fn connect_lazy(&self) -> RedisResult<Conn> {
-        match self {
-            Self::Server(url) => {
+        match &self.nodes {
+            Nodes::Server(url) => {
                 let config = ConnectionManagerConfig::new()
                     .set_connection_timeout(Some(CONNECT_TIMEOUT))
                     .set_response_timeout(Some(RESPONSE_TIMEOUT))
                     .set_number_of_retries(0)
                     .set_max_delay(Duration::from_millis(200));
-                let manager = ConnectionManager::new_lazy_with_config(client(url)?, config)?;
+                let manager =
+                    ConnectionManager::new_lazy_with_config(self.client_for(url)?, config)?;
                 Ok(Conn(Inner::Server(manager)))
             }
-            Self::Cluster(nodes) => {
+            Nodes::Cluster(nodes) => {
                 let nodelay = redis::io::tcp::TcpSettings::default().set_nodelay(true);
                 // Short waits between retries (MOVED, ASK, TRYAGAIN during a
                 // slot move or a failover), all inside the response timeout.
-                let client = ClusterClient::builder(nodes.iter().map(String::as_str))
+                let mut builder = ClusterClient::builder(nodes.iter().map(String::as_str));
+                if let Some(certs) = self.tls.certificates() {
+                    builder = builder.certs(certs);
+                }
+                if self.tls.is_insecure() {
+                    builder = builder.tls(redis::TlsMode::Insecure);
+                }
+                if let Some(password) = &self.password {
+                    builder = builder.password(password);
+                }
+                let client = builder
                     .tcp_settings(nodelay)
                     .connection_timeout(CONNECT_TIMEOUT)
                     .response_timeout(RESPONSE_TIMEOUT)
@@ -132,6 +222,16 @@ impl Target {
     }
 }
 
+/// Where it is; never a password or a key.
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Target")
+            .field("at", &self.to_string())
+            .field("tls", &self.tls)
+            .finish()
+    }
+}
+
 /// The address(es), never a password: for logs and messages.
 impl std::fmt::Display for Target {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -139,13 +239,17 @@ impl std::fmt::Display for Target {
             Ok(info) => info.addr().to_string(),
             Err(_) => "an unreadable address".to_owned(),
         };
-        match self {
-            Self::Server(url) => f.write_str(&addr(url)),
-            Self::Cluster(nodes) => {
+        match &self.nodes {
+            Nodes::Server(url) => f.write_str(&addr(url))?,
+            Nodes::Cluster(nodes) => {
                 let nodes: Vec<String> = nodes.iter().map(|n| addr(n)).collect();
-                write!(f, "the cluster at {}", nodes.join(","))
+                write!(f, "the cluster at {}", nodes.join(","))?;
             }
         }
+        if self.is_tls() {
+            f.write_str(" (TLS)")?;
+        }
+        Ok(())
     }
 }
 
@@ -158,10 +262,13 @@ impl std::fmt::Display for Target {
 /// # drop(client);
 /// ```
 pub fn client(url: &str) -> RedisResult<redis::Client> {
-    let info = url
+    redis::Client::open(nodelay(url)?)
+}
+
+fn nodelay(url: &str) -> RedisResult<redis::ConnectionInfo> {
+    Ok(url
         .into_connection_info()?
-        .set_tcp_settings(redis::io::tcp::TcpSettings::default().set_nodelay(true));
-    redis::Client::open(info)
+        .set_tcp_settings(redis::io::tcp::TcpSettings::default().set_nodelay(true)))
 }
 
 /// A connection to a [`Target`], used as any redis-rs async connection.
@@ -198,6 +305,10 @@ impl Conn {
     /// answer, so one master down would make the whole service look down,
     /// while the sales on the other masters are being served.
     pub async fn ping(&mut self) -> RedisResult<()> {
+        self.ping_any().await.map_err(crate::tls::explain)
+    }
+
+    async fn ping_any(&mut self) -> RedisResult<()> {
         let cmd = redis::cmd("PING");
         match &mut self.0 {
             Inner::Server(c) => cmd.query_async(c).await,

@@ -4,12 +4,14 @@
 
 use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisResult, Value};
 
-use crate::conn::{RESPONSE_TIMEOUT, Target, client};
+use crate::conn::{RESPONSE_TIMEOUT, Target};
+use crate::tls::Tls;
 
 /// A master: the one server, or one master of a cluster.
 #[derive(Clone, Debug)]
 pub struct Master {
     info: ConnectionInfo,
+    tls: Tls,
     /// Inclusive slot ranges it serves (all of them for one server).
     slots: Vec<(u16, u16)>,
 }
@@ -28,9 +30,10 @@ impl Master {
         }
     }
 
-    /// A client for this master alone (the seed's credentials, `TCP_NODELAY`).
+    /// A client for this master alone (the seed's credentials and TLS
+    /// settings, `TCP_NODELAY`).
     pub fn client(&self) -> RedisResult<redis::Client> {
-        redis::Client::open(self.info.clone())
+        self.tls.client(self.info.clone())
     }
 
     /// The inclusive slot ranges it serves.
@@ -50,21 +53,16 @@ impl Target {
     /// asked in turn, each but the last given half a second, so a frozen
     /// one costs that, not a whole response timeout.
     pub async fn masters(&self) -> RedisResult<Vec<Master>> {
-        let seeds = match self {
-            Self::Server(url) => {
-                let info = client(url)?.get_connection_info().clone();
+        let tls = self.tls().clone();
+        let seeds = match self.server_client()? {
+            Some(server) => {
                 return Ok(vec![Master {
-                    info,
+                    info: server.get_connection_info().clone(),
+                    tls,
                     slots: vec![(0, 16383)],
                 }]);
             }
-            Self::Cluster(nodes) if nodes.is_empty() => {
-                return Err(redis::RedisError::from((
-                    redis::ErrorKind::InvalidClientConfig,
-                    "a cluster needs at least one seed node",
-                )));
-            }
-            Self::Cluster(nodes) => nodes,
+            None => self.seeds(),
         };
         let mut last = None;
         for (i, seed) in seeds.iter().enumerate() {
@@ -73,7 +71,7 @@ impl Target {
             } else {
                 SEED_WAIT
             };
-            match shards(seed, wait).await {
+            match shards(self.client_for(seed)?, &tls, wait).await {
                 Ok(masters) => return Ok(masters),
                 Err(e) => last = Some(e),
             }
@@ -123,9 +121,16 @@ pub fn key_slot(key: &str) -> u16 {
 const SEED_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// `CLUSTER SHARDS` of `seed`, given `wait` to connect and to answer: each
-/// shard's slots and its master.
-async fn shards(seed: &str, wait: std::time::Duration) -> RedisResult<Vec<Master>> {
-    let seed = client(seed)?;
+/// shard's slots and its master (at its TLS port if `seed` speaks TLS).
+async fn shards(
+    seed: redis::Client,
+    tls: &Tls,
+    wait: std::time::Duration,
+) -> RedisResult<Vec<Master>> {
+    let secure = matches!(
+        seed.get_connection_info().addr(),
+        ConnectionAddr::TcpTls { .. }
+    );
     let bounded = redis::AsyncConnectionConfig::new()
         .set_connection_timeout(Some(wait))
         .set_response_timeout(Some(wait));
@@ -148,15 +153,31 @@ async fn shards(seed: &str, wait: std::time::Duration) -> RedisResult<Vec<Master
             continue;
         };
         let host = field::<String>(master, "ip").unwrap_or_else(|| "127.0.0.1".to_owned());
-        let Some(port) = field::<u16>(master, "port").or_else(|| field(master, "tls-port")) else {
+        let port = if secure {
+            field::<u16>(master, "tls-port")
+        } else {
+            field::<u16>(master, "port").or_else(|| field(master, "tls-port"))
+        };
+        let Some(port) = port else {
             continue;
+        };
+        let addr = if secure {
+            ConnectionAddr::TcpTls {
+                host,
+                port,
+                insecure: tls.is_insecure(),
+                tls_params: None,
+            }
+        } else {
+            ConnectionAddr::Tcp(host, port)
         };
         masters.push(Master {
             info: seed
                 .get_connection_info()
                 .clone()
-                .set_addr(ConnectionAddr::Tcp(host, port))
+                .set_addr(addr)
                 .into_connection_info()?,
+            tls: tls.clone(),
             slots: slots.chunks(2).map(|r| (r[0], r[1])).collect(),
         });
     }

@@ -24,10 +24,18 @@ pub enum Error {
     /// The engine failed; at [`start`], an unusable Redis URL.
     #[error(transparent)]
     Engine(#[from] seckill_engine::Error),
-    /// The order store failed; at [`start`], the SQL database could not be
-    /// opened or migrated.
+    /// The order store failed.
     #[error(transparent)]
     Orders(#[from] seckill_orders::Error),
+    /// [`start`]: the SQL database could not be opened or migrated.
+    #[error("the order database {at} cannot be opened: {source}")]
+    Database {
+        /// Where it is, its password left out.
+        at: String,
+        /// Why.
+        #[source]
+        source: seckill_orders::Error,
+    },
     /// [`start`]: the listen address could not be bound.
     #[error("listen: {0}")]
     Io(#[from] std::io::Error),

@@ -124,8 +124,9 @@ pub async fn start(config: Config) -> Result<Running, crate::Error> {
     // Redis may be away at start: the service starts anyway, answers 503
     // (and `/readyz` 503) meanwhile, and recovers when Redis is back.
     let engine = Engine::connect_target_lazy(&config.redis)?.with_durability(config.durability);
-    let store = Store::open(&config.database_url).await?;
+    let store = open_store(&config.database_url).await?;
     let redis = engine.connection();
+    say_if_redis_is_away(&config.redis, redis.clone()).await;
     let (stop, stopped) = watch::channel(false);
     if matches!(config.auth.buyers, Buyers::Body) {
         tracing::warn!(
@@ -215,6 +216,35 @@ async fn method_not_allowed() -> ApiError {
     )
 }
 
+/// The order database at `url`, opened and migrated; an error names it,
+/// its password left out.
+async fn open_store(url: &str) -> Result<Store, crate::Error> {
+    Store::open(url)
+        .await
+        .map_err(|source| crate::Error::Database {
+            at: seckill_orders::redacted(url),
+            source,
+        })
+}
+
+/// Says plainly at start when Redis does not answer, rather than only in
+/// the 503s that follow: the service starts anyway, and recovers with it.
+async fn say_if_redis_is_away(target: &seckill_redis::Target, mut redis: seckill_redis::Conn) {
+    match tokio::time::timeout(Duration::from_secs(2), redis.ping()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(
+            redis = %target,
+            error = %e,
+            "Redis does not answer; starting anyway: purchases and /readyz answer 503 until it does"
+        ),
+        Err(_) => tracing::warn!(
+            redis = %target,
+            "Redis does not answer within 2 s; starting anyway: purchases and /readyz answer 503 \
+             until it does"
+        ),
+    }
+}
+
 /// Clears this instance's sold-out marks when stock returns to a sale.
 /// Re-subscribes after a lost connection; the sold-out marks expire on their
 /// own meanwhile, so a missed message costs one trip to Redis, not a sale.
@@ -226,7 +256,7 @@ async fn listen_for_restock(
     tokio::pin!(stopped);
     for attempt in 0.. {
         let subscribed = async {
-            let client = redis::Client::open(target.pubsub_url(attempt))?;
+            let client = target.pubsub_client(attempt)?;
             let mut pubsub = client.get_async_pubsub().await?;
             pubsub.subscribe(RESTOCK_CHANNEL).await?;
             let mut messages = pubsub.into_on_message();

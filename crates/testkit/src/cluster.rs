@@ -30,11 +30,29 @@ impl RedisCluster {
     /// creates the cluster with every slot assigned, and waits until every
     /// node says `cluster_state:ok`. About 2 s for 3 + 3.
     pub fn start(masters: usize, replicas: usize) -> io::Result<Self> {
+        Self::start_with(masters, replicas, Options::default().cluster_node())
+    }
+
+    /// As [`RedisCluster::start`], every node also on a TLS port with the
+    /// server certificate of `certs` (`tls-cluster yes`,
+    /// `tls-replication yes`: the bus and replication speak TLS, and a
+    /// client on TLS is redirected to TLS ports). [`RedisCluster::tls_seeds`]
+    /// names them.
+    pub fn start_tls(masters: usize, replicas: usize, certs: &crate::Certs) -> io::Result<Self> {
+        let node = Options::default()
+            .cluster_node()
+            .tls(certs, false)
+            .arg("tls-cluster", "yes")
+            .arg("tls-replication", "yes");
+        Self::start_with(masters, replicas, node)
+    }
+
+    fn start_with(masters: usize, replicas: usize, node: Options) -> io::Result<Self> {
         if masters < 3 {
             return Err(io::Error::other("a cluster needs at least 3 masters"));
         }
         let nodes = (0..masters * (1 + replicas))
-            .map(|_| Options::default().cluster_node().start())
+            .map(|_| node.clone().start())
             .collect::<io::Result<Vec<_>>>()?;
         let cluster = Self { nodes };
         let mut create = vec!["--cluster".to_owned(), "create".to_owned()];
@@ -78,6 +96,13 @@ impl RedisCluster {
             }
         }
         Ok(cluster)
+    }
+
+    /// `rediss://localhost:TLS_PORT/` of every node of a cluster started
+    /// with [`RedisCluster::start_tls`], comma-separated.
+    pub fn tls_seeds(&self) -> String {
+        let seeds: Vec<String> = self.nodes.iter().filter_map(RedisServer::tls_url).collect();
+        seeds.join(",")
     }
 
     /// `127.0.0.1:PORT` of every node, masters and replicas.

@@ -9,6 +9,8 @@
 //!   directory; waits for `PING`, kills the process on drop, can be killed,
 //!   paused and restarted (keeping its data directory, so AOF survives).
 //! - [`Options`]: persistence settings and extra `redis-server` arguments.
+//! - `certs`: [`Certs`], a throwaway CA and certificates for TLS servers.
+//! - `postgres`: [`PgServer`], a private PostgreSQL, with TLS on request.
 //! - `cluster`: [`RedisCluster`], a local Redis Cluster of such servers,
 //!   with failover, slot moves, kills and pauses for drills.
 //!
@@ -19,8 +21,12 @@
 
 #![warn(missing_docs, missing_debug_implementations)]
 
+mod certs;
 mod cluster;
+mod postgres;
 mod server;
 
+pub use certs::Certs;
 pub use cluster::RedisCluster;
+pub use postgres::PgServer;
 pub use server::{Fsync, Options, RedisServer};

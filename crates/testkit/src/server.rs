@@ -29,6 +29,16 @@ pub struct Options {
     args: Vec<String>,
     binary: Option<PathBuf>,
     cluster: bool,
+    tls: Option<Tls>,
+}
+
+/// A TLS port's files, and whether it asks clients for a certificate.
+#[derive(Clone, Debug)]
+struct Tls {
+    cert: PathBuf,
+    key: PathBuf,
+    ca: PathBuf,
+    client_certificates: bool,
 }
 
 impl Options {
@@ -67,6 +77,21 @@ impl Options {
             .arg("repl-diskless-sync-delay", "0")
     }
 
+    /// Listens for TLS too, on a port of its own ([`RedisServer::tls_url`]),
+    /// with the server certificate of `certs`; with `client_certificates`
+    /// it refuses a client without one signed by their CA (mutual TLS).
+    /// The plain port stays open, for readiness and for tests to look.
+    pub fn tls(mut self, certs: &crate::Certs, client_certificates: bool) -> Self {
+        let (cert, key) = certs.server();
+        self.tls = Some(Tls {
+            cert,
+            key,
+            ca: certs.ca(),
+            client_certificates,
+        });
+        self
+    }
+
     /// Starts a server with these options.
     pub fn start(self) -> io::Result<RedisServer> {
         let mut last_err = io::Error::other("no free port found");
@@ -76,9 +101,14 @@ impl Options {
             } else {
                 free_port()?
             };
+            let tls_port = match self.tls {
+                Some(_) => Some(free_port()?),
+                None => None,
+            };
             let mut server = RedisServer {
                 child: None,
                 port,
+                tls_port,
                 options: self.clone(),
                 dir: tempfile::Builder::new()
                     .prefix("seckill-redis-")
@@ -139,6 +169,7 @@ fn spawn_for_process(cmd: Command) -> io::Result<Child> {
 pub struct RedisServer {
     child: Option<Child>,
     port: u16,
+    tls_port: Option<u16>,
     options: Options,
     dir: tempfile::TempDir,
 }
@@ -157,6 +188,13 @@ impl RedisServer {
     /// `redis://127.0.0.1:PORT/`
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// `rediss://localhost:TLS_PORT/`, the name its certificate has, if
+    /// it was started with [`Options::tls`].
+    pub fn tls_url(&self) -> Option<String> {
+        self.tls_port
+            .map(|port| format!("rediss://localhost:{port}/"))
     }
 
     /// The TCP port the server listens on (kept across restarts).
@@ -242,6 +280,16 @@ impl RedisServer {
                 cmd.args(["--appendonly", "no"]);
             }
         }
+        if let (Some(tls), Some(port)) = (&self.options.tls, self.tls_port) {
+            // And on 127.0.0.2, an address the test certificate is not for.
+            cmd.args(["--bind", "127.0.0.1", "127.0.0.2"]);
+            cmd.arg("--tls-port").arg(port.to_string());
+            cmd.arg("--tls-cert-file").arg(&tls.cert);
+            cmd.arg("--tls-key-file").arg(&tls.key);
+            cmd.arg("--tls-ca-cert-file").arg(&tls.ca);
+            let clients = if tls.client_certificates { "yes" } else { "no" };
+            cmd.args(["--tls-auth-clients", clients]);
+        }
         cmd.args(&self.options.args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -309,7 +357,7 @@ fn default_binary() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("redis-server"))
 }
 
-fn free_port() -> io::Result<u16> {
+pub(crate) fn free_port() -> io::Result<u16> {
     Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
         .local_addr()?
         .port())
@@ -326,15 +374,16 @@ fn free_cluster_port() -> io::Result<u16> {
     Err(io::Error::other("no free port pair for a cluster node"))
 }
 
-/// One `PING` over a plain socket: the server is up when it answers `+PONG`.
-/// A server still loading its AOF answers `-LOADING`, which is not ready.
+/// One `PING` over a plain socket: the server is up when it answers `+PONG`
+/// (or `-NOAUTH`, when it has a password). A server still loading its AOF
+/// answers `-LOADING`, which is not ready.
 fn ping(port: u16) -> io::Result<()> {
     let mut stream = TcpStream::connect((Ipv4Addr::LOCALHOST, port))?;
     stream.set_read_timeout(Some(Duration::from_millis(500)))?;
     stream.write_all(b"PING\r\n")?;
     let mut reply = [0u8; 7];
     stream.read_exact(&mut reply)?;
-    if &reply == b"+PONG\r\n" {
+    if &reply == b"+PONG\r\n" || &reply == b"-NOAUTH" {
         Ok(())
     } else {
         Err(io::Error::other("not ready"))

@@ -13,7 +13,8 @@ use super::{atomic, list, locked, lua, watch};
 
 enum Imp {
     Lock(locked::Locked),
-    Watch(watch::Watch),
+    /// Boxed: its own client (with any TLS settings) makes it the largest.
+    Watch(Box<watch::Watch>),
     List(list::List),
     Lua(lua::Lua),
     Atomic(atomic::Atomic),
@@ -80,10 +81,10 @@ impl One {
                 let locks = locks.ok_or_else(one_server)?;
                 Imp::Lock(locked::Locked::new(ctx, &locks)?)
             }
-            Strategy::Watch => Imp::Watch(watch::Watch::new(
+            Strategy::Watch => Imp::Watch(Box::new(watch::Watch::new(
                 ctx,
                 client.ok_or_else(one_server)?.clone(),
-            )),
+            ))),
             Strategy::List => Imp::List(list::List::new(ctx)),
             Strategy::Lua => Imp::Lua(lua::Lua::new(ctx)),
             Strategy::Atomic => Imp::Atomic(atomic::Atomic::new(ctx)),

@@ -37,8 +37,9 @@ impl Inner {
     /// events persisted and the pause until the next housekeeping.
     pub(super) async fn housekeeping(&self) -> (usize, Duration) {
         let mut pause = self.config.housekeeping;
-        if let Err(e) = self.follow_registry().await {
-            tracing::warn!(error = %e, "learning of new sales failed");
+        let followed = self.follow_registry().await;
+        self.state().failing.registry.record(&followed);
+        if followed.is_err() {
             // Some changes read were not applied: list the sales again.
             self.state().follower.restart();
             pause = REST_AFTER_FAILURE;
@@ -58,15 +59,17 @@ impl Inner {
             self.state().topology = None;
         }
         self.watch_masters().await;
-        if let Err(e) = self.look_at_readers().await {
-            tracing::warn!(error = %e, "looking at the other persisters failed");
+        let looked = self.look_at_readers().await;
+        self.state().failing.readers.record(&looked);
+        if looked.is_err() {
             pause = REST_AFTER_FAILURE;
         }
         let persisted = if std::mem::take(&mut self.state().claim_all) {
-            match self.claim_abandoned().await {
+            let claimed = self.claim_abandoned().await;
+            self.state().failing.claims.record(&claimed);
+            match claimed {
                 Ok(n) => n,
-                Err(e) => {
-                    tracing::warn!(error = %e, "taking over abandoned batches failed");
+                Err(_) => {
                     self.state().claim_all = true;
                     pause = REST_AFTER_FAILURE;
                     0
