@@ -70,11 +70,24 @@ if command -v valgrind >/dev/null; then
 fi
 
 step "HTTP: serve under load"
+# A CA and a certificate for localhost: the same server also listens for
+# TLS, for the rows over TLS.
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$OUT/ca.key" -out "$OUT/ca.pem" -days 2 \
+  -subj "/CN=seckill bench CA" 2>/dev/null
+openssl req -newkey rsa:2048 -nodes -keyout "$OUT/tls.key" -out "$OUT/tls.csr" \
+  -subj "/CN=localhost" 2>/dev/null
+printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' >"$OUT/tls.ext"
+openssl x509 -req -in "$OUT/tls.csr" -CA "$OUT/ca.pem" -CAkey "$OUT/ca.key" -CAcreateserial \
+  -out "$OUT/tls.pem" -days 2 -extfile "$OUT/tls.ext" 2>/dev/null
 RPORT=$(free_port)
-redis-server --port "$RPORT" --save '' --appendonly no --daemonize no --logfile "$OUT/redis.log" &
+TPORT=$(free_port)
+redis-server --port "$RPORT" --tls-port "$TPORT" --tls-cert-file "$OUT/tls.pem" \
+  --tls-key-file "$OUT/tls.key" --tls-ca-cert-file "$OUT/ca.pem" --tls-auth-clients no \
+  --save '' --appendonly no --daemonize no --logfile "$OUT/redis.log" &
 PIDS+=($!)
 for _ in $(seq 50); do redis-cli -p "$RPORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
 REDIS=redis://127.0.0.1:$RPORT/
+TLS_REDIS="rediss://localhost:$TPORT/ --redis-ca-file $OUT/ca.pem"
 # The lock's example, as the README shows it (its test runs the same code).
 cargo run -q --release -p seckill-lock --example guarded_counter -- "$REDIS" | grep -qx 'counter = 200'
 
@@ -84,12 +97,14 @@ cargo run -q --release -p seckill-lock --example guarded_counter -- "$REDIS" | g
 # load's JSON and the service's CPU µs per request.
 http() {
   local name=$1 stock=$2 flags=$3 load_flags=$4 requests=${5:-200000} limit=${6:-5} web pid
+  # The service's Redis: $SERVE_REDIS (URL and flags) if set, else $REDIS.
+  local redis=${SERVE_REDIS:-$REDIS}
   # Nothing of the runs before: a persister would otherwise drain their
   # orders during this run's load.
   redis-cli -p "$RPORT" FLUSHALL >/dev/null
   web=$(free_port)
   # shellcheck disable=SC2086
-  $S serve --listen 127.0.0.1:$web --redis-url $REDIS --database-url "$OUT/svc-$name.db" \
+  $S serve --listen 127.0.0.1:$web --redis-url $redis --database-url "$OUT/svc-$name.db" \
     --admin-token tok --rate-per-user 0 --rate-per-ip 0 $flags >"$OUT/serve-$name.log" 2>&1 &
   pid=$!
   PIDS+=($pid)
@@ -118,6 +133,27 @@ for i in 1 2 3; do
   http nobg-$i 1000000 "$BODY --no-background" "$BODY --request-ids"
 done
 http soldout 1000 "$BODY" "$BODY"
+
+step "over TLS: bench and HTTP, beside plain TCP"
+# The same server, by its plain and its TLS port; three alternating pairs.
+# tls_bench STRATEGY tcp|tls I: the bench's JSON, and its own CPU
+# seconds (user + system, bash's `time`) in a .cpu file beside it.
+tls_bench() {
+  local target=$REDIS
+  [ "$2" = tls ] && target=$TLS_REDIS
+  local TIMEFORMAT='%U %S'
+  # shellcheck disable=SC2086
+  { time $S bench --strategy "$1" --stock 300000 --buyers 300000 --concurrency 256 \
+      --redis-url $target --json >"$OUT/tls-bench-$1-$2-$3.json"; } 2>"$OUT/tls-bench-$1-$2-$3.cpu"
+}
+for i in 1 2 3; do
+  for s in atomic coalesced; do
+    tls_bench $s tcp $i
+    tls_bench $s tls $i
+  done
+  http tcp-$i 1000000 "$BODY" "$BODY --request-ids"
+  SERVE_REDIS="$TLS_REDIS" http tls-$i 1000000 "$BODY" "$BODY --request-ids"
+done
 
 step "HTTP: what verifying buyers costs (--buyer-auth body, jwt HS256, jwt RS256)"
 head -c 48 /dev/urandom | base64 >"$OUT/jwt.secret"

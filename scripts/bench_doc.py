@@ -390,6 +390,83 @@ if ratios:
       f"{', '.join(f'{x:.2f}' for x in ratios)}× the `--no-background` rate in the "
       f"three pairs of this run (median {sorted(ratios)[len(ratios) // 2]:.2f}×).")
 
+# --- Over TLS
+def tls_bench(strategy, mode, i):
+    """The bench report of one TLS-section run and its own CPU seconds;
+    None when it did not run."""
+    path = os.path.join(OUT, f"tls-bench-{strategy}-{mode}-{i}.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        report = json.loads(f.read().strip().splitlines()[-1])
+    with open(path[:-len(".json")] + ".cpu") as f:
+        user, system = f.read().strip().splitlines()[-1].split()
+    return report, float(user) + float(system)
+
+
+def median(xs):
+    return sorted(xs)[len(xs) // 2]
+
+
+if tls_bench("coalesced", "tcp", 1):
+    p("\n## Over TLS\n")
+    p("The same redis-server by its plain port and by its TLS port (`rediss://`, a "
+      "certificate for localhost from a CA made by `openssl`, verified with "
+      "`--redis-ca-file`), three alternating pairs. First `bench` (300,000 buyers, "
+      "256 at a time): its own CPU per purchase (bash's `time`, user + system, the "
+      "whole process) and Redis's. Then the HTTP rig above, `serve` on each port.\n")
+    p("```sh\nseckill bench --strategy atomic|coalesced --stock 300000 --buyers 300000 "
+      "--concurrency 256 --redis-url redis://127.0.0.1:$RPORT/ --json\n"
+      "seckill bench --strategy atomic|coalesced --stock 300000 --buyers 300000 "
+      "--concurrency 256 --redis-url rediss://localhost:$TPORT/ --redis-ca-file ca.pem --json\n"
+      "seckill serve … --redis-url rediss://localhost:$TPORT/ --redis-ca-file ca.pem\n```\n")
+    rows, ratios = [], {"atomic": [], "coalesced": []}
+    for i in (1, 2, 3):
+        for strategy in ("atomic", "coalesced"):
+            cpu = {}
+            for mode in ("tcp", "tls"):
+                run = tls_bench(strategy, mode, i)
+                if run is None:
+                    continue
+                r, seconds = run
+                cpu[mode] = seconds * 1e6 / r["buyers"]
+                ratio = cpu[mode] / cpu["tcp"] if mode == "tls" and "tcp" in cpu else None
+                if ratio:
+                    ratios[strategy].append(ratio)
+                rows.append([f"pair {i}: {strategy} over {mode.upper()}",
+                             num(r["purchases_per_s"]), num(r["p99_ms"], 2),
+                             num(cpu[mode], 2), num(ratio, 2) if ratio else "",
+                             num(r.get("redis_cpu_us_per_purchase"), 2),
+                             r["oversold"], "yes" if r["ok"] else "no"])
+    p(table(["bench", "purchases/s", "p99 ms", "bench CPU µs per purchase", "× TCP",
+             "redis cpu µs per purchase", "oversold", "verified"], rows))
+    for strategy, xs in ratios.items():
+        if xs:
+            p(f"\n`bench --strategy {strategy}` CPU per purchase over TLS: "
+              f"{', '.join(f'{x:.2f}' for x in xs)}× TCP (median {median(xs):.2f}×).")
+    rows, service = [], []
+    for i in (1, 2, 3):
+        tcp = http_run(f"tcp-{i}")
+        tls = http_run(f"tls-{i}")
+        for mode, run in (("TCP", tcp), ("TLS", tls)):
+            if run is None:
+                continue
+            r, cpu = run
+            ratio = cpu / tcp[1] if mode == "TLS" and tcp else None
+            if ratio:
+                service.append(ratio)
+            rows.append([f"pair {i}: serve over {mode}", num(r["requests_per_s"]),
+                         num(r["p99_ms"], 1), num(cpu), num(ratio, 2) if ratio else "",
+                         num(r.get("redis_cpu_us_per_request"), 2), num(r["sold"]),
+                         r["oversold"]])
+    p("\n")
+    p(table(["HTTP (coalesced)", "requests/s", "p99 ms", "service CPU µs per request",
+             "× TCP", "redis cpu µs per request", "sold", "oversold"], rows))
+    if service:
+        p(f"\nThe service's CPU per purchase over TLS was "
+          f"{', '.join(f'{x:.2f}' for x in service)}× its CPU over TCP in the three pairs "
+          f"(median {median(service):.2f}×).")
+
 # --- What verifying buyers costs
 p("\n## HTTP: what verifying buyers costs\n")
 p("The same HTTP rig, a sale of 1,000,000 units with a limit of 100 per user, "

@@ -32,6 +32,8 @@ pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 /// let secret = Target::server("redis://:hunter2@127.0.0.1:6379/");
 /// assert_eq!(secret.to_string(), "127.0.0.1:6379");
 /// assert!(!format!("{secret:?}").contains("hunter2"));
+/// let kept_apart = Target::server("redis://127.0.0.1:6379/").with_password("hunter3");
+/// assert!(!format!("{kept_apart:?} {kept_apart}").contains("hunter3"));
 /// let tls = Target::server("rediss://127.0.0.1:6380/").with_tls(seckill_redis::Tls::default());
 /// assert_eq!(tls.to_string(), "127.0.0.1:6380 (TLS)");
 /// ```
