@@ -163,3 +163,28 @@ fn an_unreachable_database_is_named_once_without_its_password() {
     unique.dedup();
     assert_eq!(words, unique, "a cause said twice: {error}");
 }
+
+/// `SECKILL_DATABASE_URL_FILE` names a file holding the database URL, so
+/// its password is on no command line: `serve` reads it from there (here
+/// an unreachable one, so it says which it tried), and prints it redacted.
+#[test]
+fn the_database_url_comes_from_a_file() {
+    let server = RedisServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("database-url");
+    std::fs::write(&file, "postgres://app:db-secret-88@127.0.0.1:1/shop\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_seckill"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--buyer-auth", "body"])
+        .args(["--admin-token", ADMIN_TOKEN, "--redis-url", &server.url()])
+        .env("SECKILL_DATABASE_URL_FILE", &file)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("postgres://app:***@127.0.0.1:1/shop"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("db-secret-88"), "{stderr}");
+}
