@@ -21,6 +21,7 @@
 //!   documented from the engine's list of them.
 //! - `limiter`: the per-user and per-address rate limits.
 //! - `locks`: poison-tolerant lock guards.
+//! - `waiting`: sales whose purchases wait for a replica (`/readyz`, a gauge).
 //! - `redis_settings`: the warning at start about a Redis that can lose
 //!   acknowledged orders (no AOF and no replica, or eviction).
 //! - `listener`: accepting connections: the cap, header and idle timeouts.
@@ -79,6 +80,7 @@ mod secret;
 mod server;
 mod state;
 mod time;
+mod waiting;
 
 pub use auth::{Auth, Buyers, Jwt, JwtKeys, webhook};
 /// The name of a header (`Buyers::TrustedHeader`).

@@ -40,6 +40,7 @@ pub fn install() {
         // Counters of rare events exist from the start, at 0, so a query
         // of their rate has a series before the first one happens.
         metrics::counter!("seckill_connections_refused_total").absolute(0);
+        metrics::gauge!("seckill_sales_waiting_for_replica").set(0.0);
         for why in ["header", "idle"] {
             metrics::counter!("seckill_connections_timed_out_total", "why" => why).absolute(0);
         }

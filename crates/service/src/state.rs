@@ -43,6 +43,8 @@ pub struct AppState {
     pub activity: Activity,
     /// Sales Redis lost while SQL holds them live, for the dashboard.
     pub lost: seckill_orders::LostSales,
+    /// Sales whose purchases wait for a replica (`--durability replica`).
+    pub waiting: crate::waiting::Waiting,
     /// Turns true when the service stops: long-lived answers (the
     /// dashboard's stream) end then.
     pub stopped: tokio::sync::watch::Receiver<bool>,
@@ -73,6 +75,7 @@ impl AppState {
             body_deadline,
             activity: Activity::default(),
             lost: Default::default(),
+            waiting: Default::default(),
             stopped,
             purchasers: RwLock::default(),
             sold_out: RwLock::default(),
@@ -124,8 +127,15 @@ impl AppState {
                 self.forget(id);
                 return Err(seckill_engine::Error::SaleNotFound(id.to_owned()).into());
             }
+            Err(e @ seckill_engine::Error::NotReplicated(_)) => {
+                self.waiting.unconfirmed(id);
+                return Err(e.into());
+            }
             other => other?,
         };
+        if outcome.order().is_some() {
+            self.waiting.confirmed(id);
+        }
         metrics::counter!("seckill_purchase_outcomes_total", "outcome" => outcome.code())
             .increment(1);
         // Only a one-unit refusal proves nothing is left.

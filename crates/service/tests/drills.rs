@@ -315,6 +315,65 @@ async fn with_everysec_the_loss_window_is_measured_and_audited() {
     running.stop().await;
 }
 
+/// With `--durability replica`, a master without a replica cannot confirm a
+/// purchase: its sale answers 503 (nothing acknowledged), `/readyz` stays
+/// 200 and lists the sale, and the gauge counts it; once a replica
+/// attaches the sale sells again and leaves the list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sale_waiting_for_a_replica_is_listed_until_one_attaches() {
+    let master = RedisServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("o.db").to_string_lossy().into_owned();
+    let durability = seckill_engine::Durability::Replica {
+        timeout: Duration::from_millis(100),
+    };
+    let target = seckill_redis::Target::server(&master.url());
+    let (running, http, admin) = serve(target, &db, durability).await;
+    let sale = json!({"id": "w", "name": "w", "stock": 100, "per_user_limit": 100});
+    assert_eq!(
+        admin.post("/v1/sales", &sale).await.unwrap().0,
+        StatusCode::CREATED
+    );
+    let buy = |n: u32| {
+        let http = http.clone();
+        async move {
+            let body = json!({"user_id": format!("u{n}"), "request_id": format!("r{n}")});
+            http.post("/v1/sales/w/purchase", &body).await.unwrap()
+        }
+    };
+    let (status, body) = buy(0).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    let (status, ready) = http.get("/readyz").await.unwrap();
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(ready["sales_waiting_for_replica"], json!(["w"]), "{ready}");
+    let metrics = common::raw_text(running.addr, "GET", "/metrics", &[], "");
+    assert!(
+        metrics.contains("seckill_sales_waiting_for_replica 1"),
+        "{metrics}"
+    );
+
+    let port = master.port().to_string();
+    let _replica = Options::default()
+        .arg("replicaof", &format!("127.0.0.1 {port}"))
+        .start()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut n = 1;
+    while buy(n).await.0 != StatusCode::OK {
+        assert!(Instant::now() < deadline, "never sold again with a replica");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        n += 1;
+    }
+    let (_, ready) = http.get("/readyz").await.unwrap();
+    assert!(ready.get("sales_waiting_for_replica").is_none(), "{ready}");
+    let metrics = common::raw_text(running.addr, "GET", "/metrics", &[], "");
+    assert!(
+        metrics.contains("seckill_sales_waiting_for_replica 0"),
+        "{metrics}"
+    );
+    running.stop().await;
+}
+
 /// This process's thread count and resident memory (KiB), from /proc.
 fn process_status() -> (u64, u64) {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();

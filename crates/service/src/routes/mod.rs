@@ -109,7 +109,13 @@ pub async fn readyz(State(state): Shared, caller: Caller) -> Answer {
         .ping()
         .await
         .map_err(|_| ApiError::unavailable("the order database is not reachable"))?;
-    Ok(Json(json!({ "status": "ready" })).into_response())
+    // Ready: the other sales sell. These answer 503 until a replica has
+    // their master's writes again.
+    let waiting = state.waiting.sales();
+    if waiting.is_empty() {
+        return Ok(Json(json!({ "status": "ready" })).into_response());
+    }
+    Ok(Json(json!({ "status": "ready", "sales_waiting_for_replica": waiting })).into_response())
 }
 
 /// `GET /openapi.json`: anyone; the document as this service's settings
