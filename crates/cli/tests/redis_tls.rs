@@ -71,6 +71,43 @@ async fn serve_sells_and_persists_over_tls() {
     assert_success(&audit);
 }
 
+/// `persist` on its own reads the orders of a `serve --no-background` over
+/// TLS and writes them to SQL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn persist_moves_orders_over_tls() {
+    let certs = Certs::generate().unwrap();
+    let (_server, url) = tls_server(&certs, false);
+    let ca = certs.ca();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("o.db");
+    let flags = ["--redis-ca-file", path(&ca), "--no-background"];
+    let (_serve, base) = common::start_serve(&url, &db, &flags);
+    let admin = Http::new(&base, Some("t".into()));
+    let sale = json!({"id": "p", "name": "p", "stock": 3, "per_user_limit": 1});
+    assert_eq!(admin.post("/v1/sales", &sale).await.unwrap().0, 201);
+    let (status, order) = Http::new(&base, None)
+        .post("/v1/sales/p/purchase", &json!({"user_id": "u1"}))
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{order}");
+    let id = order["order_id"].as_str().unwrap().to_owned();
+    let persist = std::process::Command::new(env!("CARGO_BIN_EXE_seckill"))
+        .args(["persist", "--redis-url", &url, "--redis-ca-file", path(&ca)])
+        .arg("--database-url")
+        .arg(&db)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let _persist = common::Serve(persist);
+    let store = seckill_orders::Store::open(path(&db)).await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while store.order(&id).await.unwrap().is_none() {
+        assert!(std::time::Instant::now() < deadline, "{id} never reached SQL");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// The tools speak TLS as `serve` does: `bench` (the engine) and
 /// `lock-bench` (the lock and its pub/sub hand-off).
 #[test]
