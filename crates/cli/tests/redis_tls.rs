@@ -103,7 +103,10 @@ async fn persist_moves_orders_over_tls() {
     let store = seckill_orders::Store::open(path(&db)).await.unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while store.order(&id).await.unwrap().is_none() {
-        assert!(std::time::Instant::now() < deadline, "{id} never reached SQL");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{id} never reached SQL"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

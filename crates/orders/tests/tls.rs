@@ -1,10 +1,11 @@
 //! The order database over TLS: a private PostgreSQL with `ssl = on` and a
-//! certificate made by the test, reached with the URL parameters the README
-//! shows. Skipped, saying so, where PostgreSQL's binaries are missing.
+//! private MariaDB with TLS, each with a certificate made by the test,
+//! reached with the URL parameters the README shows. Each is skipped,
+//! saying so, where its binaries are missing.
 
 use seckill_engine::SaleSpec;
 use seckill_orders::Store;
-use seckill_testkit::{Certs, PgServer};
+use seckill_testkit::{Certs, MariaServer, PgServer};
 
 fn postgres(certs: &Certs) -> Option<PgServer> {
     let server = PgServer::start(Some(certs)).unwrap();
@@ -73,4 +74,43 @@ async fn postgres_refuses_a_certificate_it_cannot_verify() {
         certs.ca().display()
     );
     assert!(Store::open(&wrong_name).await.is_err());
+}
+
+/// `ssl-mode=VERIFY_IDENTITY&ssl-ca=CA` on a private MariaDB with TLS: the
+/// store opens, migrates and writes encrypted; another CA, or a host name
+/// the certificate is not for, is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_verify_identity_connects_encrypted() {
+    let certs = Certs::generate().unwrap();
+    let other = Certs::generate().unwrap();
+    let Some(server) = MariaServer::start(Some(&certs)).unwrap() else {
+        eprintln!("skipped: MariaDB's binaries (mariadb-install-db, mariadbd) are not installed");
+        return;
+    };
+    let verified = |url: String, ca: &std::path::Path| {
+        format!("{url}?ssl-mode=VERIFY_IDENTITY&ssl-ca={}", ca.display())
+    };
+    let url = verified(server.url(), &certs.ca());
+    let store = Store::open(&url).await.unwrap();
+    assert!(store.sale("none").await.unwrap().is_none());
+    sqlx::any::install_default_drivers();
+    let pool = sqlx::AnyPool::connect(&url).await.unwrap();
+    let (_, cipher): (String, String) = sqlx::query_as("SHOW STATUS LIKE 'Ssl_cipher'")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert!(!cipher.is_empty(), "the connection is not encrypted");
+    let wrong_ca = verified(server.url(), &other.ca());
+    assert!(
+        Store::open(&wrong_ca).await.is_err(),
+        "another CA's certificate was taken"
+    );
+    let wrong_name = verified(
+        format!("mysql://root@127.0.0.2:{}/seckill", server.port()),
+        &certs.ca(),
+    );
+    assert!(
+        Store::open(&wrong_name).await.is_err(),
+        "a certificate for another name was taken"
+    );
 }

@@ -10,7 +10,8 @@
 //!   paused and restarted (keeping its data directory, so AOF survives).
 //! - [`Options`]: persistence settings and extra `redis-server` arguments.
 //! - `certs`: [`Certs`], a throwaway CA and certificates for TLS servers.
-//! - `postgres`: [`PgServer`], a private PostgreSQL, with TLS on request.
+//! - `postgres`: [`PgServer`], a private PostgreSQL, with TLS on request;
+//!   `mariadb`: [`MariaServer`], the same for MariaDB.
 //! - `cluster`: [`RedisCluster`], a local Redis Cluster of such servers,
 //!   with failover, slot moves, kills and pauses for drills.
 //!
@@ -23,10 +24,12 @@
 
 mod certs;
 mod cluster;
+mod mariadb;
 mod postgres;
 mod server;
 
 pub use certs::Certs;
 pub use cluster::RedisCluster;
+pub use mariadb::MariaServer;
 pub use postgres::PgServer;
 pub use server::{Fsync, Options, RedisServer};

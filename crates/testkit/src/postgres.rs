@@ -178,16 +178,7 @@ impl Owner {
         if let Some((uid, gid)) = self.0 {
             cmd.uid(uid).gid(gid).env("HOME", "/tmp");
         }
-        // SAFETY: prctl is async-signal-safe. It runs after the user
-        // changed, which would clear it if set before.
-        unsafe {
-            cmd.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        crate::server::die_with_this_process(&mut cmd);
         cmd
     }
 }

@@ -294,15 +294,7 @@ impl RedisServer {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
-        unsafe {
-            cmd.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        die_with_this_process(&mut cmd);
         let child = spawn_for_process(cmd).map_err(|e| {
             if e.kind() == io::ErrorKind::NotFound {
                 io::Error::new(
@@ -347,6 +339,22 @@ impl RedisServer {
 impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// Has the process `cmd` starts killed when the thread that starts it
+/// ends (`PR_SET_PDEATHSIG`), so a killed test run leaves no server behind.
+/// Set after any change of user, which would clear it.
+pub(crate) fn die_with_this_process(cmd: &mut Command) {
+    // SAFETY: prctl is async-signal-safe; nothing else runs between fork
+    // and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
     }
 }
 
