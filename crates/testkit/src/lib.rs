@@ -12,6 +12,7 @@
 //! - `certs`: [`Certs`], a throwaway CA and certificates for TLS servers.
 //! - `postgres`: [`PgServer`], a private PostgreSQL, with TLS on request;
 //!   `mariadb`: [`MariaServer`], the same for MariaDB.
+//! - `daemon`: a database server process, waited for and killed on drop.
 //! - `cluster`: [`RedisCluster`], a local Redis Cluster of such servers,
 //!   with failover, slot moves, kills and pauses for drills.
 //!
@@ -24,6 +25,7 @@
 
 mod certs;
 mod cluster;
+mod daemon;
 mod mariadb;
 mod postgres;
 mod server;

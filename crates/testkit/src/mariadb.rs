@@ -4,20 +4,15 @@
 //! connect, as a throwaway server for one test allows.
 
 use std::io;
-use std::net::TcpStream;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
 use crate::Certs;
+use crate::daemon::Daemon;
 
 /// A `mariadbd` process owned by this process; killed on drop.
 #[derive(Debug)]
-pub struct MariaServer {
-    child: Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
+pub struct MariaServer(Daemon);
 
 impl MariaServer {
     /// Starts one (with the server certificate of `tls`, if given);
@@ -70,49 +65,18 @@ impl MariaServer {
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        crate::server::die_with_this_process(&mut cmd);
-        let child = cmd.spawn()?;
-        let mut server = Self {
-            child,
-            port,
-            _dir: dir,
-        };
-        server.wait_until_listening()?;
-        Ok(Some(server))
+        Ok(Some(Self(Daemon::start(&mut cmd, "mariadbd", port, dir)?)))
     }
 
     /// The port it listens on, on 127.0.0.1 and 127.0.0.2.
     pub fn port(&self) -> u16 {
-        self.port
+        self.0.port()
     }
 
     /// `mysql://root@localhost:PORT/seckill` (`localhost`: the name its
     /// test certificate has).
     pub fn url(&self) -> String {
-        format!("mysql://root@localhost:{}/seckill", self.port)
-    }
-
-    fn wait_until_listening(&mut self) -> io::Result<()> {
-        let started = Instant::now();
-        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            if let Some(status) = self.child.try_wait()? {
-                return Err(io::Error::other(format!(
-                    "mariadbd exited at start: {status}"
-                )));
-            }
-            if started.elapsed() > Duration::from_secs(30) {
-                return Err(io::Error::other("mariadbd did not listen within 30 s"));
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Ok(())
-    }
-}
-
-impl Drop for MariaServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        format!("mysql://root@localhost:{}/seckill", self.port())
     }
 }
 

@@ -5,20 +5,15 @@
 
 use std::ffi::CString;
 use std::io;
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
 use crate::Certs;
+use crate::daemon::Daemon;
 
 /// A `postgres` process owned by this process; killed on drop.
 #[derive(Debug)]
-pub struct PgServer {
-    child: Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
+pub struct PgServer(Daemon);
 
 impl PgServer {
     /// Starts one (with `ssl = on` and the server certificate of `tls`, if
@@ -60,49 +55,24 @@ impl PgServer {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        let child = postgres.spawn()?;
-        let mut server = Self {
-            child,
+        Ok(Some(Self(Daemon::start(
+            &mut postgres,
+            "postgres",
             port,
-            _dir: dir,
-        };
-        server.wait_until_listening()?;
-        Ok(Some(server))
+            dir,
+        )?)))
     }
 
     /// The port it listens on, on 127.0.0.1 and 127.0.0.2 (an address its
     /// test certificate is not for).
     pub fn port(&self) -> u16 {
-        self.port
+        self.0.port()
     }
 
     /// `postgres://postgres@HOST:PORT/postgres`, `HOST` being `localhost`
     /// (the name its test certificate has).
     pub fn url(&self) -> String {
-        format!("postgres://postgres@localhost:{}/postgres", self.port)
-    }
-
-    fn wait_until_listening(&mut self) -> io::Result<()> {
-        let started = Instant::now();
-        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            if let Some(status) = self.child.try_wait()? {
-                return Err(io::Error::other(format!(
-                    "postgres exited at start: {status}"
-                )));
-            }
-            if started.elapsed() > Duration::from_secs(30) {
-                return Err(io::Error::other("postgres did not listen within 30 s"));
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Ok(())
-    }
-}
-
-impl Drop for PgServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        format!("postgres://postgres@localhost:{}/postgres", self.port())
     }
 }
 
@@ -171,14 +141,13 @@ impl Owner {
         Ok(())
     }
 
-    /// `program`, run as the server user, killed if this process dies.
+    /// `program`, run as the server user.
     fn command(&self, program: &Path) -> Command {
         use std::os::unix::process::CommandExt;
         let mut cmd = Command::new(program);
         if let Some((uid, gid)) = self.0 {
             cmd.uid(uid).gid(gid).env("HOME", "/tmp");
         }
-        crate::server::die_with_this_process(&mut cmd);
         cmd
     }
 }
