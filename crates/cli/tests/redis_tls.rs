@@ -25,6 +25,19 @@ fn path(p: &std::path::Path) -> &str {
     p.to_str().unwrap()
 }
 
+/// Waits until order `id` is in the SQLite database `db`: 10 s at most.
+async fn wait_in_sql(db: &std::path::Path, id: &str) {
+    let store = seckill_orders::Store::open(path(db)).await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while store.order(id).await.unwrap().is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{id} never reached SQL"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// `serve` over `rediss://` with the CA: a sale is created, bought and its
 /// order reaches SQL, through the same connection kinds as over TCP (the
 /// service's, the persister's, the restock subscription).
@@ -46,15 +59,7 @@ async fn serve_sells_and_persists_over_tls() {
     assert_eq!(status, 200, "{order}");
     let id = order["order_id"].as_str().unwrap().to_owned();
     // The persister read it from the stream over TLS and wrote it to SQL.
-    let store = seckill_orders::Store::open(path(&db)).await.unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while store.order(&id).await.unwrap().is_none() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{id} never reached SQL"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_in_sql(&db, &id).await;
     // `audit` reads the sale over TLS too, and finds Redis and SQL agree.
     let ca = certs.ca();
     let audit = run(&[
@@ -100,15 +105,7 @@ async fn persist_moves_orders_over_tls() {
         .spawn()
         .unwrap();
     let _persist = common::Serve(persist);
-    let store = seckill_orders::Store::open(path(&db)).await.unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while store.order(&id).await.unwrap().is_none() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{id} never reached SQL"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_in_sql(&db, &id).await;
 }
 
 /// The tools speak TLS as `serve` does: `bench` (the engine) and
