@@ -158,5 +158,5 @@ pub(crate) fn explain(error: RedisError) -> RedisError {
     } else {
         return error;
     };
-    RedisError::from((ErrorKind::Io, "TLS failed", format!("{why} ({text})")))
+    std::io::Error::other(format!("TLS failed: {why} ({text})")).into()
 }
