@@ -75,9 +75,9 @@ impl Rule {
     /// What it means, in plain words (the API's description of it).
     pub fn about(self) -> &'static str {
         match self {
-            Self::PerUserLimit => "the most units one buyer may hold; absent or null: no limit",
-            Self::StartsAt => "no purchase before this time; absent or null: open at once",
-            Self::EndsAt => "no purchase from this time on; absent or null: until sold out",
+            Self::PerUserLimit => "the most units one buyer may hold",
+            Self::StartsAt => "no purchase before this time",
+            Self::EndsAt => "no purchase from this time on (moved to when a sale is ended early)",
         }
     }
 

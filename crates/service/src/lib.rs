@@ -22,8 +22,9 @@
 //! - `limiter`: the per-user and per-address rate limits.
 //! - `locks`: poison-tolerant lock guards.
 //! - `waiting`: sales whose purchases wait for a replica (`/readyz`, a gauge).
-//! - `redis_settings`: the warning at start about a Redis that can lose
-//!   acknowledged orders (no AOF and no replica, or eviction).
+//! - `redis_settings`: the warnings at start about a Redis that does not
+//!   answer, or can lose acknowledged orders (no AOF and no replica, or
+//!   eviction).
 //! - `listener`: accepting connections: the cap, header and idle timeouts.
 //! - `metrics`: Prometheus metrics.
 //! - `activity`: this instance's purchases per sale and second (answers by

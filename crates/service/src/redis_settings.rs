@@ -3,15 +3,29 @@
 //! and no eviction. A Redis without them loses, on a restart, every
 //! acknowledged order not yet in SQL and the live sales themselves (which
 //! then answer 503 `sale_lost` until restored); one that evicts can drop a
-//! sale's keys at any time. The service runs anyway, and says so at start.
+//! sale's keys at any time. The service runs anyway, and says so at start,
+//! as it says when Redis does not answer at all.
 
-use seckill_redis::{Master, RESPONSE_TIMEOUT, Target};
+use seckill_redis::{Conn, Master, RESPONSE_TIMEOUT, Target};
 
-/// Warns, once per master, about settings that can lose acknowledged
-/// orders. Says nothing if Redis cannot be asked (away, or `CONFIG`
-/// renamed, as managed services do): the other tasks report an absent
-/// Redis.
-pub async fn warn_if_lossy(target: Target) {
+/// Says at start, once, when Redis does not answer on `conn` (the service
+/// starts anyway), else warns, once per master, about settings that can
+/// lose acknowledged orders. Says nothing of settings it cannot read
+/// (`CONFIG` renamed, as managed services do).
+pub async fn check_at_start(target: Target, mut conn: Conn) {
+    let answered = tokio::time::timeout(RESPONSE_TIMEOUT, conn.ping()).await;
+    if let Some(error) = match answered {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => Some(e.to_string()),
+        Err(_) => Some(format!("no answer within {RESPONSE_TIMEOUT:?}")),
+    } {
+        tracing::warn!(
+            redis = %target,
+            error,
+            "Redis does not answer; starting anyway: purchases and /readyz answer 503 until it does"
+        );
+        return;
+    }
     let Ok(masters) = target.masters().await else {
         return;
     };

@@ -126,7 +126,6 @@ pub async fn start(config: Config) -> Result<Running, crate::Error> {
     let engine = Engine::connect_target_lazy(&config.redis)?.with_durability(config.durability);
     let store = open_store(&config.database_url).await?;
     let redis = engine.connection();
-    say_if_redis_is_away(&config.redis, redis.clone()).await;
     let (stop, stopped) = watch::channel(false);
     if matches!(config.auth.buyers, Buyers::Body) {
         tracing::warn!(
@@ -134,7 +133,10 @@ pub async fn start(config: Config) -> Result<Running, crate::Error> {
              use it on a trusted network or for benchmarks only"
         );
     }
-    tokio::spawn(crate::redis_settings::warn_if_lossy(config.redis.clone()));
+    tokio::spawn(crate::redis_settings::check_at_start(
+        config.redis.clone(),
+        redis.clone(),
+    ));
     let state = Arc::new(AppState::new(
         engine.clone(),
         store.clone(),
@@ -225,24 +227,6 @@ async fn open_store(url: &str) -> Result<Store, crate::Error> {
             at: seckill_orders::redacted(url),
             source,
         })
-}
-
-/// Says plainly at start when Redis does not answer, rather than only in
-/// the 503s that follow: the service starts anyway, and recovers with it.
-async fn say_if_redis_is_away(target: &seckill_redis::Target, mut redis: seckill_redis::Conn) {
-    match tokio::time::timeout(Duration::from_secs(2), redis.ping()).await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => tracing::warn!(
-            redis = %target,
-            error = %e,
-            "Redis does not answer; starting anyway: purchases and /readyz answer 503 until it does"
-        ),
-        Err(_) => tracing::warn!(
-            redis = %target,
-            "Redis does not answer within 2 s; starting anyway: purchases and /readyz answer 503 \
-             until it does"
-        ),
-    }
 }
 
 /// Clears this instance's sold-out marks when stock returns to a sale.
