@@ -174,9 +174,13 @@ pub struct Stores {
     /// `sqlite://PATH`, a `postgres://` URL or a `mysql://` URL (MySQL 8,
     /// MariaDB 10.11). For TLS: `postgres://…?sslmode=verify-full&sslrootcert=FILE`,
     /// `mysql://…?ssl-mode=VERIFY_IDENTITY&ssl-ca=FILE`. With a password in
-    /// it, rather give `SECKILL_DATABASE_URL_FILE`, a file holding it.
+    /// it, rather give `--database-url-file`.
     #[arg(long, env = "SECKILL_DATABASE_URL", default_value = "seckill.db")]
     database_url: String,
+    /// The order database's URL from FILE (which `ps` does not show), over
+    /// `--database-url`; a trailing newline is dropped.
+    #[arg(long, env = "SECKILL_DATABASE_URL_FILE", value_name = "FILE")]
+    database_url_file: Option<PathBuf>,
 }
 
 impl Stores {
@@ -189,11 +193,11 @@ impl Stores {
         self.access.apply(given)
     }
 
-    /// The order database's URL: from the file `SECKILL_DATABASE_URL_FILE`
-    /// names if set, else `--database-url`.
+    /// The order database's URL: from `--database-url-file` if given,
+    /// else `--database-url`.
     pub fn database_url(&self) -> Result<String> {
-        match std::env::var_os("SECKILL_DATABASE_URL_FILE") {
-            Some(file) => read_secret(file.as_ref(), "SECKILL_DATABASE_URL_FILE"),
+        match &self.database_url_file {
+            Some(file) => read_secret(file, "--database-url-file"),
             None => Ok(self.database_url.clone()),
         }
     }
