@@ -17,6 +17,28 @@ for m in hot spread; do for w in counter empty; do
   $S lock-bench --mode $m --work $w --clients 32 --duration 10 --compare --json >>"$OUT/lock.jsonl"
 done; done
 
+step "lock-bench: the lock's siblings, beside their Node peers"
+# redis-semaphore (mutex, semaphore) and rate-limiter-flexible, installed
+# from npm into the scratch folder, run by scripts/peers/bench.mjs the way
+# lock-bench runs ours; a server of their own, ours and theirs alternating.
+command -v node >/dev/null && command -v npm >/dev/null || need_apt nodejs npm
+PEERS="$OUT/peers"
+mkdir -p "$PEERS"
+cp scripts/peers/bench.mjs "$PEERS/"
+(cd "$PEERS" && npm install --silent --no-audit --no-fund redis-semaphore rate-limiter-flexible ioredis >/dev/null)
+PRPORT=$(free_port)
+redis-server --port "$PRPORT" --save '' --appendonly no --daemonize no --logfile "$OUT/peers-redis.log" &
+PIDS+=($!)
+for _ in $(seq 50); do redis-cli -p "$PRPORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+for m in hot spread; do for p in mutex semaphore rwlock ratelimit; do
+  $S lock-bench --redis-url "redis://127.0.0.1:$PRPORT/" --primitive $p --mode $m --work empty \
+    --clients 32 --duration 10 --rate 1000 --burst 1000 --json >>"$OUT/siblings.jsonl"
+  if [ $p != rwlock ]; then
+    node "$PEERS/bench.mjs" --port "$PRPORT" --primitive $p --mode $m --clients 32 --duration 10 \
+      --rate 1000 --burst 1000 >>"$OUT/peers.jsonl"
+  fi
+done; done
+
 step "bench: all strategies"
 mkdir -p docs/img
 $S bench --strategy all --stock 1000 --buyers 10000 --concurrency 256 --per-user-limit 1 --compare --json \
@@ -90,6 +112,7 @@ REDIS=redis://127.0.0.1:$RPORT/
 TLS_REDIS="rediss://localhost:$TPORT/ --redis-ca-file $OUT/ca.pem"
 # The lock's example, as the README shows it (its test runs the same code).
 cargo run -q --release -p seckill-lock --example guarded_counter -- "$REDIS" | grep -qx 'counter = 200'
+cargo run -q --release -p seckill-lock --example siblings -- "$REDIS" | grep -qx 'the writer alone'
 
 # http NAME STOCK SERVE-FLAGS LOAD-FLAGS [REQUESTS [LIMIT]]: a fresh
 # `serve`, a sale of STOCK units (LIMIT per user, 5 unless given), REQUESTS
@@ -105,7 +128,7 @@ http() {
   web=$(free_port)
   # shellcheck disable=SC2086
   $S serve --listen 127.0.0.1:$web --redis-url $redis --database-url "$OUT/svc-$name.db" \
-    --admin-token tok --rate-per-user 0 --rate-per-ip 0 $flags >"$OUT/serve-$name.log" 2>&1 &
+    --admin-token tok --rate-per-user "${RATE_PER_USER:-0}" --rate-per-ip 0 $flags >"$OUT/serve-$name.log" 2>&1 &
   pid=$!
   PIDS+=($pid)
   for _ in $(seq 100); do curl -sf http://127.0.0.1:$web/healthz >/dev/null && break; sleep 0.1; done
@@ -153,6 +176,17 @@ for i in 1 2 3; do
   done
   http tcp-$i 1000000 "$BODY" "$BODY --request-ids"
   SERVE_REDIS="$TLS_REDIS" http tls-$i 1000000 "$BODY" "$BODY --request-ids"
+done
+
+step "HTTP: the per-user rate, counted in each instance or shared in Redis"
+# 2,000 buyers sending 100 purchases each, under a rate far above what
+# they send (1,000/s, burst 1,000): what counting costs, not refusals. The
+# two alternate, three rounds.
+for i in 1 2 3; do
+  for scope in local shared; do
+    RATE_PER_USER=1000 http rate-$scope-$i 1000000 "$BODY --burst-per-user 1000 --rate-limit $scope" \
+      "$BODY --users 2000 --request-ids" 200000 100
+  done
 done
 
 step "HTTP: what verifying buyers costs (--buyer-auth body, jwt HS256, jwt RS256)"

@@ -113,6 +113,49 @@ p("\n`hot` is bound by latency: every acquisition needs round trips in series th
   "acquisition with `counter` work). `spread` is bound by Redis, so it is compared "
   "with `redis-benchmark`'s own SET NX PX rate counted as pairs.\n")
 
+# --- the lock's siblings beside their peers
+if lines("siblings.jsonl"):
+    p("## The lock's siblings beside their Node peers\n")
+    p("```sh\nfor m in hot spread; do for p in mutex semaphore rwlock ratelimit; do\n"
+      "  seckill lock-bench --redis-url $PEERS_REDIS --primitive $p --mode $m --work empty "
+      "--clients 32 --duration 10 --rate 1000 --burst 1000 --json\n"
+      "  node scripts/peers/bench.mjs --port $PEERS_PORT --primitive $p --mode $m --clients 32 "
+      "--duration 10 --rate 1000 --burst 1000   # not for rwlock\n"
+      "done; done\n```\n")
+    p("The peers: `redis-semaphore` (Node, ioredis; its `Mutex` and `Semaphore`, which "
+      "retry every 10 ms while they wait) and `rate-limiter-flexible` "
+      "(`RateLimiterRedis`, a fixed window of `burst` points per `burst / rate` "
+      "seconds), installed from npm by `scripts/bench.sh` and run by "
+      "`scripts/peers/bench.mjs` as `lock-bench` runs ours: 32 clients with a "
+      "connection each, on one name (`hot`) or one each (`spread`), a semaphore of 4 "
+      "permits, a rate of 1,000 a second with a burst of 1,000, and each run's "
+      "promise checked on what its clients saw (`check`: holders within the "
+      "permits, no writer beside anyone, admitted within `burst + rate × t`). "
+      "Redis µs is the `usec` of `INFO commandstats` per operation (ours: the "
+      "function calls; theirs: every command, script calls and the commands inside "
+      "them, so theirs is counted high).\n")
+    peers = {(r["primitive"], r["mode"]): r for r in lines("peers.jsonl")}
+    rows = []
+    for r in lines("siblings.jsonl"):
+        prim = r.get("primitive", "mutex")
+        ops = r.get("operations_per_s", r.get("acquisitions_per_s"))
+        ok = r.get("ok", r.get("counter_ok"))
+        redis_us = r.get("redis_us_per_operation", r.get("redis_us_per_acquisition"))
+        peer = peers.get((prim, r["mode"]))
+        rows.append([prim, r["mode"], num(ops), num(r["wait_p99_ms"], 2),
+                     num(r.get("handoff_p99_ms"), 3), num(redis_us, 2), "ok" if ok else "WRONG",
+                     peer["peer"] if peer else "–",
+                     num(peer["operations_per_s"]) if peer else "–",
+                     num(ops / peer["operations_per_s"], 2) if peer and peer["operations_per_s"] else "–",
+                     num(peer["wait_p99_ms"], 2) if peer else "–",
+                     num(peer.get("handoff_p99_ms"), 3) if peer else "–",
+                     num(peer.get("redis_us_per_operation"), 2) if peer else "–",
+                     ("ok" if peer["ok"] else "WRONG") if peer else "–"])
+    p(table(["primitive", "mode", "ops/s", "wait p99 ms", "hand-off p99 ms", "redis µs per op",
+             "check", "peer", "peer ops/s", "× peer", "peer wait p99 ms",
+             "peer hand-off p99 ms", "peer redis µs per op", "peer check"], rows))
+    p("")
+
 # --- sales
 p("## Sales: `seckill bench`\n")
 p("Each run creates a fresh sale per strategy on a private redis-server, races the "
@@ -466,6 +509,44 @@ if tls_bench("coalesced", "tcp", 1):
         p(f"\nThe service's CPU per purchase over TLS was "
           f"{', '.join(f'{x:.2f}' for x in service)}× its CPU over TCP in the three pairs "
           f"(median {median(service):.2f}×).")
+
+# --- The per-user rate, local or shared
+if http_run("rate-local-1"):
+    p("\n## HTTP: the per-user rate, in each instance or shared\n")
+    p("The same HTTP rig; `serve --rate-per-user 1000 --burst-per-user 1000` with "
+      "`--rate-limit local` (counted in the instance, by `governor`) and "
+      "`--rate-limit shared` (counted in Redis by every instance together, "
+      "one GCRA function call per purchase, `seckill_lock::RateLimiter`); "
+      "2,000 buyers send 100 purchases each, far below the rate, so the rows "
+      "show what counting costs. The two alternate, three rounds.\n")
+    p("```sh\nseckill serve … --buyer-auth body --rate-per-user 1000 --burst-per-user 1000 "
+      "--rate-limit local|shared\n"
+      "seckill load --url http://127.0.0.1:$WEB --sale $NAME --buyers 200000 --concurrency 256 "
+      "--buyer-auth body --users 2000 --request-ids --redis-url $REDIS --json\n```\n")
+    rows, extra_cpu, extra_redis = [], [], []
+    for i in (1, 2, 3):
+        local, shared = http_run(f"rate-local-{i}"), http_run(f"rate-shared-{i}")
+        for scope, run in (("local", local), ("shared", shared)):
+            if run is None:
+                continue
+            r, cpu = run
+            rows.append([f"round {i}: {scope}", num(r["requests_per_s"]), num(r["p99_ms"], 1),
+                         num(cpu), num(r.get("redis_cpu_us_per_request"), 2),
+                         num(r["sold"]), r["oversold"]])
+        if local and shared:
+            extra_cpu.append(shared[1] - local[1])
+            lr, sr = local[0].get("redis_cpu_us_per_request"), shared[0].get("redis_cpu_us_per_request")
+            if lr is not None and sr is not None:
+                extra_redis.append(sr - lr)
+    p(table(["HTTP (coalesced)", "requests/s", "p99 ms", "service CPU µs per request",
+             "redis cpu µs per request", "sold", "oversold"], rows))
+    if extra_cpu:
+        p(f"\nCounting in Redis cost the service {median(extra_cpu):+.1f} µs of CPU per "
+          f"purchase (median of {', '.join(f'{x:+.1f}' for x in extra_cpu)}) and Redis "
+          + (f"{median(extra_redis):+.2f} µs (median of {', '.join(f'{x:+.2f}' for x in extra_redis)})"
+             if extra_redis else "an amount not measured")
+          + ", against counting in the instance; in exchange the rate holds for "
+          "every instance together (`crates/service/tests/rate_limit.rs`).")
 
 # --- What verifying buyers costs
 p("\n## HTTP: what verifying buyers costs\n")

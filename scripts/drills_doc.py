@@ -141,6 +141,17 @@ def row(d, f):
             f"other sale: {n(f['other_sale_acknowledged'])} acknowledged, all in SQL; 0 oversold",
             "`crates/service/tests/lost.rs` `drill_20_…`",
         )
+    if d == "21":
+        return (
+            "21", "the master SIGKILLed under Sentinel, `--durability replica`",
+            "a master, 2 replicas, 3 sentinels (quorum 2, `down-after-milliseconds` 1,000); `serve` given only the sentinels; 8 HTTP buyers on one sale; the master SIGKILLed 1 s in",
+            "the service follows the promoted replica with nothing restarted; 0 acknowledged purchases lost (in Redis and in SQL); 0 oversold; each answer < 2.5 s; selling resumes within 1.5 s of the promotion; the audit finds nothing but unacknowledged orders the persister wrote to SQL before the master died (below)",
+            f"sentinels promoted a replica after {n(f['promoted_ms'])} ms; selling resumed {n(f['resumed_ms'])} ms after the kill ({n(f['no_sale_for_ms'])} ms without a sale); "
+            f"{n(f['unavailable_503'])} 503s, slowest answer {n(f['slowest_answer_ms'])} ms; {n(f['acknowledged_after_kill'])} sold after; "
+            f"{n(f['acknowledged'])} acknowledged; forgotten by Redis **{f['forgotten']}**, missing in SQL {f['missing_in_sql']}; oversold {f['oversold']}; "
+            f"unacknowledged orders in SQL only {f.get('unacknowledged_in_sql_only', 0)}, other audit findings {f.get('other_findings', 0 if f.get('audit_clean', True) else '?')}",
+            "`crates/service/tests/sentinel_drills.rs`",
+        )
     raise SystemExit(f"unknown drill {d}")
 
 
@@ -151,7 +162,7 @@ def main():
         if m:
             record = json.loads(m.group(1))
             figures[record["drill"]] = record["figures"]
-    order = ["11 default", "11 replica", "12", "13", "14", "15", "16", "17", "18", "19", "20"]
+    order = ["11 default", "11 replica", "12", "13", "14", "15", "16", "17", "18", "19", "20", "21"]
     missing = [d for d in order if d not in figures]
     if missing:
         raise SystemExit(f"no figures for drills {missing}")

@@ -137,6 +137,7 @@ impl Service {
             auth,
             rate_per_user: 50.0,
             burst_per_user: 100.0,
+            rate_limit: Default::default(),
             // Every buyer of the demo calls from this machine's one address.
             rate_per_ip: 0.0,
             burst_per_ip: 1.0,

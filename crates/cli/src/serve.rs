@@ -23,6 +23,11 @@ pub struct Args {
     /// Burst one user may send above that rate.
     #[arg(long, default_value_t = 100.0)]
     burst_per_user: f64,
+    /// Where the per-user rate is counted: `local` (in this instance; N
+    /// instances let a user through N times the rate) or `shared` (in
+    /// Redis, by every instance together: one Redis call per purchase).
+    #[arg(long, env = "SECKILL_RATE_LIMIT", value_enum, default_value = "local")]
+    rate_limit: RateLimit,
     /// Purchases per second one client address may send (0: no limit);
     /// behind --trusted-proxies, the address they forwarded for.
     #[arg(long, default_value_t = 100.0)]
@@ -86,6 +91,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         auth,
         rate_per_user: args.rate_per_user,
         burst_per_user: args.burst_per_user,
+        rate_limit: args.rate_limit.into(),
         rate_per_ip: args.rate_per_ip,
         burst_per_ip: args.burst_per_ip,
         background: !args.no_background,
@@ -106,4 +112,20 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     eprintln!("shutting down: finishing in-flight requests and persisting");
     running.stop().await;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--rate-limit`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum RateLimit {
+    Local,
+    Shared,
+}
+
+impl From<RateLimit> for seckill_service::RateScope {
+    fn from(scope: RateLimit) -> Self {
+        match scope {
+            RateLimit::Local => Self::Local,
+            RateLimit::Shared => Self::Shared,
+        }
+    }
 }

@@ -19,10 +19,69 @@ pub struct RedisArgs {
     redis_cluster: Option<String>,
     /// Start a private Redis Cluster (3 masters, 1 replica each, free
     /// ports) for the run instead.
-    #[arg(long, conflicts_with_all = ["redis_url", "redis_cluster"])]
+    #[arg(long, conflicts_with_all = ["redis_url", "redis_cluster", "redis_sentinel"])]
     cluster: bool,
     #[command(flatten)]
+    sentinel: SentinelArgs,
+    #[command(flatten)]
     access: RedisAccess,
+}
+
+/// Redis under Sentinel: the sentinels and the name of the master they
+/// watch, instead of a URL.
+#[derive(Args, Clone, Default)]
+pub struct SentinelArgs {
+    /// Redis under Sentinel instead of `--redis-url`: the sentinels, as
+    /// `host:port[,host:port…]` (or `redis://` URLs; with `rediss://`
+    /// sentinels the servers are spoken to over TLS too). Connections
+    /// follow the master they name through a failover.
+    #[arg(
+        long,
+        env = "SECKILL_REDIS_SENTINEL",
+        value_name = "NODE[,NODE…]",
+        requires = "sentinel_master",
+        conflicts_with = "redis_cluster"
+    )]
+    redis_sentinel: Option<String>,
+    /// The name of the master the sentinels watch (`sentinel monitor NAME …`).
+    #[arg(
+        long,
+        env = "SECKILL_SENTINEL_MASTER",
+        value_name = "NAME",
+        requires = "redis_sentinel"
+    )]
+    sentinel_master: Option<String>,
+    /// The sentinels' own password (their `requirepass`), from FILE; the
+    /// servers' is `--redis-password-file`.
+    #[arg(
+        long,
+        env = "SECKILL_SENTINEL_PASSWORD_FILE",
+        value_name = "FILE",
+        requires = "redis_sentinel"
+    )]
+    sentinel_password_file: Option<PathBuf>,
+}
+
+impl SentinelArgs {
+    /// The Redis the sentinels name, if `--redis-sentinel` was given.
+    fn target(&self) -> Result<Option<seckill_redis::Target>> {
+        let (Some(nodes), Some(name)) = (&self.redis_sentinel, &self.sentinel_master) else {
+            return Ok(None);
+        };
+        seckill_redis::Target::sentinel(nodes, name)
+            .map(Some)
+            .with_context(|| format!("--redis-sentinel {nodes:?} --sentinel-master {name:?}"))
+    }
+
+    /// `target` with the sentinels' password, if one was given.
+    fn apply(&self, target: seckill_redis::Target) -> Result<seckill_redis::Target> {
+        Ok(match &self.sentinel_password_file {
+            Some(file) => {
+                target.with_sentinel_password(&read_secret(file, "--sentinel-password-file")?)
+            }
+            None => target,
+        })
+    }
 }
 
 /// How to reach Redis beyond its URLs: TLS files, and a password kept out
@@ -98,17 +157,28 @@ impl RedisArgs {
         self.cluster || self.redis_cluster.is_some()
     }
 
+    /// Whether the run is under Sentinel, known before anything starts.
+    pub fn is_sentinel(&self) -> bool {
+        self.sentinel.redis_sentinel.is_some()
+    }
+
     /// The Redis named, or a private server (or cluster) started now.
     pub fn target(&self) -> Result<Target> {
         if self.cluster {
             return Target::private_cluster();
         }
-        let given = match (&self.redis_cluster, &self.redis_url) {
-            (Some(nodes), _) => cluster(nodes)?,
-            (None, Some(url)) => seckill_redis::Target::server(url),
-            (None, None) => return Target::private_server(),
+        let given = match (
+            self.sentinel.target()?,
+            &self.redis_cluster,
+            &self.redis_url,
+        ) {
+            (Some(watched), _, _) => watched,
+            (None, Some(nodes), _) => cluster(nodes)?,
+            (None, None, Some(url)) => seckill_redis::Target::server(url),
+            (None, None, None) => return Target::private_server(),
         };
-        Ok(Target::given(self.access.apply(given)?))
+        let given = self.sentinel.apply(self.access.apply(given)?)?;
+        Ok(Target::given(given))
     }
 }
 
@@ -169,6 +239,8 @@ pub struct Stores {
     #[arg(long, env = "SECKILL_REDIS_CLUSTER", value_name = "NODE[,NODE…]")]
     pub redis_cluster: Option<String>,
     #[command(flatten)]
+    pub sentinel: SentinelArgs,
+    #[command(flatten)]
     pub access: RedisAccess,
     /// The order database: a SQLite file path, `sqlite:PATH`,
     /// `sqlite://PATH`, a `postgres://` URL or a `mysql://` URL (MySQL 8,
@@ -184,13 +256,15 @@ pub struct Stores {
 }
 
 impl Stores {
-    /// Where Redis is: `--redis-cluster` if given, else `--redis-url`.
+    /// Where Redis is: `--redis-sentinel` or `--redis-cluster` if given,
+    /// else `--redis-url`.
     pub fn redis(&self) -> Result<seckill_redis::Target> {
-        let given = match &self.redis_cluster {
-            Some(nodes) => cluster(nodes)?,
-            None => seckill_redis::Target::server(&self.redis_url),
+        let given = match (self.sentinel.target()?, &self.redis_cluster) {
+            (Some(watched), _) => watched,
+            (None, Some(nodes)) => cluster(nodes)?,
+            (None, None) => seckill_redis::Target::server(&self.redis_url),
         };
-        self.access.apply(given)
+        self.sentinel.apply(self.access.apply(given)?)
     }
 
     /// The order database's URL: from `--database-url-file` if given,

@@ -213,6 +213,9 @@ async fn drill_16_the_refiller_killed_mid_transfer_is_replaced_without_loss() {
         tokio::time::sleep(Duration::from_millis(3)).await;
         // SAFETY: signals to our own child process.
         unsafe { libc::kill(first.id() as i32, libc::SIGSTOP) };
+        // A step the refiller sent just before it stopped may still be on
+        // its way: let it land, so an open transfer seen now stays open.
+        tokio::time::sleep(Duration::from_millis(50)).await;
         let (open, fence): (Option<String>, Option<u64>) = redis::cmd("HMGET")
             .arg("seckill:{sale:s}:sale")
             .arg("xopen")

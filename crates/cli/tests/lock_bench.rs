@@ -125,3 +125,49 @@ fn a_hot_lock_on_a_cluster_reports_redis_time_per_master() {
         "one lock, one master: {by_master:?}"
     );
 }
+
+/// `--primitive semaphore|rwlock|ratelimit`, both modes: each run checks
+/// the invariant its primitive promises and says so; a rate limiter
+/// admits what its rate allows.
+#[test]
+fn every_primitive_runs_and_holds_its_promise() {
+    for primitive in ["semaphore", "rwlock", "ratelimit"] {
+        for mode in ["hot", "spread"] {
+            let args = [
+                "lock-bench",
+                "--primitive",
+                primitive,
+                "--mode",
+                mode,
+                "--clients",
+                "8",
+                "--duration",
+                "0.5",
+                "--rate",
+                "200",
+                "--burst",
+                "20",
+                "--json",
+            ];
+            let out = seckill(&args);
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(report["primitive"], primitive);
+            assert_eq!(report["ok"], true, "{report}");
+            assert!(report["operations"].as_u64().unwrap() > 0, "{report}");
+            if primitive == "ratelimit" {
+                let admitted = report["admitted"].as_f64().unwrap();
+                let bound = report["bound"].as_f64().unwrap();
+                assert!(admitted <= bound && admitted >= 20.0, "{report}");
+            }
+        }
+    }
+    common::assert_refused_saying(
+        &["lock-bench", "--primitive", "ratelimit", "--rate", "0"],
+        "--rate",
+    );
+}

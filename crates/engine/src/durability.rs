@@ -9,6 +9,12 @@
 //! `WAIT` covers every write the connection sent before it. So the writes
 //! of one sale share waits: at most one `WAIT` is in flight per purchaser,
 //! and it confirms every purchase that finished before it was sent.
+//!
+//! A `WAIT` counts only its own connection's writes: one sent after a
+//! reconnect, or after the sentinels named a new master, would confirm
+//! nothing of what the old connection wrote. So a purchase carries the
+//! connection's epoch from before it was sent, and a `WAIT` confirms it
+//! only if the epoch stayed the same until the `WAIT` answered.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -52,8 +58,9 @@ pub(crate) struct ReplicaGate {
 struct Gate {
     /// Whether a task is sending `WAIT`s now.
     running: bool,
-    /// Purchases waiting for the next `WAIT`: told whether a replica has them.
-    next: Vec<oneshot::Sender<bool>>,
+    /// Purchases waiting for the next `WAIT`, each with the connection's
+    /// epoch from before it was sent: told whether a replica has them.
+    next: Vec<(u64, oneshot::Sender<bool>)>,
 }
 
 impl ReplicaGate {
@@ -66,14 +73,20 @@ impl ReplicaGate {
         }
     }
 
-    /// Whether a replica has every write this connection made so far;
-    /// called after a purchase's answer arrived, so the next `WAIT` sent
-    /// covers it.
-    pub async fn confirm(&self) -> bool {
+    /// The connection's epoch now: read before a purchase is sent, and
+    /// given to [`ReplicaGate::confirm`] after.
+    pub fn epoch(&self) -> u64 {
+        self.conn.epoch()
+    }
+
+    /// Whether a replica has every write this connection made so far,
+    /// the purchase sent at `epoch` included; called after the purchase's
+    /// answer arrived, so the next `WAIT` sent covers it.
+    pub async fn confirm(&self, epoch: u64) -> bool {
         let (tx, rx) = oneshot::channel();
         let start = {
             let mut gate = lock(&self.state);
-            gate.next.push(tx);
+            gate.next.push((epoch, tx));
             !std::mem::replace(&mut gate.running, true)
         };
         if start {
@@ -101,15 +114,16 @@ async fn drive(mut conn: Conn, key: String, timeout: Duration, state: Arc<Mutex<
             }
             std::mem::take(&mut gate.next)
         };
+        let before = conn.epoch();
         let confirmed = match conn.wait_replicas(key.as_bytes(), 1, timeout).await {
-            Ok(acked) => acked >= 1,
+            Ok(acked) => acked >= 1 && conn.epoch() == before,
             Err(e) => {
                 tracing::warn!(error = %e, "WAIT for a replica failed");
                 false
             }
         };
-        for waiter in batch {
-            let _ = waiter.send(confirmed);
+        for (sent_at, waiter) in batch {
+            let _ = waiter.send(confirmed && sent_at == before);
         }
     }
 }

@@ -9,12 +9,12 @@ use crate::error::{Error, Result};
 use crate::guard::Guard;
 use crate::keys;
 use crate::lease::valid_until;
-use crate::locks::{Lock, MAX_LEASE, MIN_LEASE};
+use crate::locks::{Lock, check_lease};
 
 impl Lock {
     /// Takes the lock if it is free now; `Ok(None)` when someone holds it.
     pub async fn try_acquire(&self) -> Result<Option<Guard>> {
-        self.check_lease()?;
+        check_lease(self.lease)?;
         let token = keys::token();
         let pending = Pending::new(self, &token);
         let started = Instant::now();
@@ -31,7 +31,7 @@ impl Lock {
     /// Waits up to `timeout` for the lock. On one server, waiters are served
     /// in arrival order and woken by the release itself.
     pub async fn acquire(&self, timeout: Duration) -> Result<Guard> {
-        self.check_lease()?;
+        check_lease(self.lease)?;
         let token = keys::token();
         let pending = Pending::new(self, &token);
         let grant = self
@@ -42,19 +42,6 @@ impl Lock {
         pending.settle(&grant);
         let (fence, until) = grant?;
         Ok(Guard::new(self.clone(), token, fence, until))
-    }
-
-    fn check_lease(&self) -> Result<()> {
-        if self.lease < MIN_LEASE || self.lease > MAX_LEASE {
-            return Err(Error::Invalid {
-                what: "lease",
-                reason: format!(
-                    "{:?} is not within {MIN_LEASE:?}..={MAX_LEASE:?}",
-                    self.lease
-                ),
-            });
-        }
-        Ok(())
     }
 }
 

@@ -9,10 +9,12 @@ pub enum Error {
     #[error("redis: {0}")]
     Redis(#[from] redis::RedisError),
 
-    /// `acquire` waited its whole timeout without getting the lock.
-    #[error("timed out after {waited:?} waiting for lock `{name}`")]
+    /// `acquire` (or `wait`) waited its whole timeout without getting
+    /// what it asked for, or would have to wait longer than that.
+    #[error("timed out after {waited:?} waiting for `{name}`")]
     Timeout {
-        /// The lock's name (without the prefix).
+        /// The lock's (or limiter's, semaphore's, latch's) name, without
+        /// the prefix.
         name: String,
         /// How long `acquire` actually waited.
         waited: Duration,
@@ -32,6 +34,11 @@ pub enum Error {
         /// The quorum: a majority of the masters.
         needed: usize,
     },
+
+    /// The operation needs one server or a cluster, not a Redlock set of
+    /// masters.
+    #[error("{0} needs one Redis server or a cluster, not Redlock")]
+    NotOnRedlock(&'static str),
 
     /// A lock name, prefix or option that cannot be used.
     #[error("invalid {what}: {reason}")]

@@ -2,6 +2,10 @@ use std::fmt::Write;
 
 use crate::error::{Error, Result};
 
+/// Key prefix used unless [`LocksBuilder::prefix`](crate::LocksBuilder::prefix)
+/// says otherwise.
+pub const DEFAULT_PREFIX: &str = "seckill:lock";
+
 /// Longest lock name accepted, in bytes.
 pub const MAX_NAME_LEN: usize = 512;
 

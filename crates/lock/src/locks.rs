@@ -8,12 +8,11 @@ use seckill_redis::Target;
 
 use crate::backend::Backend;
 use crate::error::{Error, Result};
-use crate::keys::{self, Keys};
+use crate::keys::{self, DEFAULT_PREFIX, Keys};
+use crate::rate::{Rate, RateLimiter};
 use crate::redlock::Quorum;
 use crate::single::Single;
 
-/// Key prefix used unless [`LocksBuilder::prefix`] says otherwise.
-pub const DEFAULT_PREFIX: &str = "seckill:lock";
 /// Lease given to a lock unless [`Lock::lease`] says otherwise.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(10);
 /// Shortest lease accepted: below this, clock drift and round trips eat it.
@@ -87,9 +86,43 @@ impl Locks {
         })
     }
 
+    /// A rate limiter shared by every client of `name` (GCRA: at most
+    /// `burst + rate × t` cells in any window of length `t`); one server
+    /// or a cluster, not Redlock.
+    pub fn rate_limiter(&self, name: &str, rate: Rate) -> Result<RateLimiter> {
+        let Backend::Single(single) = &self.shared.backend else {
+            return Err(Error::NotOnRedlock("a rate limiter"));
+        };
+        RateLimiter::new(single.conn(), &self.shared.prefix, name, rate)
+    }
+
+    pub(crate) fn prefix(&self) -> &str {
+        &self.shared.prefix
+    }
+
+    /// The one-server backend of a semaphore, read-write lock or latch;
+    /// those refuse Redlock when they are made.
+    pub(crate) fn single(&self) -> &Single {
+        match &self.shared.backend {
+            Backend::Single(single) => single,
+            Backend::Quorum(_) => unreachable!("refused on Redlock when it was made"),
+        }
+    }
+
     pub(crate) fn backend(&self) -> &Backend {
         &self.shared.backend
     }
+}
+
+/// `lease` if it is within [`MIN_LEASE`]..=[`MAX_LEASE`], else why not.
+pub(crate) fn check_lease(lease: Duration) -> Result<()> {
+    if lease < MIN_LEASE || lease > MAX_LEASE {
+        return Err(Error::Invalid {
+            what: "lease",
+            reason: format!("{lease:?} is not within {MIN_LEASE:?}..={MAX_LEASE:?}"),
+        });
+    }
+    Ok(())
 }
 
 /// Builds a [`Locks`]: `Locks::builder().prefix("shop:lock").connect(&redis)`.
@@ -162,7 +195,7 @@ impl Lock {
     }
 
     /// Renew the lease every third of it while the guard lives, and report
-    /// through [`Guard::lost`] when renewal fails.
+    /// through [`Guard::lost`](crate::Guard::lost) when renewal fails.
     pub fn watchdog(mut self, on: bool) -> Self {
         self.watchdog = on;
         self
@@ -188,13 +221,5 @@ impl Lock {
     /// ```
     pub async fn fence_at_least(&self, floor: u64) -> Result<()> {
         self.locks.backend().raise_fence(&self.keys, floor).await
-    }
-
-    pub(crate) async fn release(&self, token: &str) -> Result<bool> {
-        self.locks.backend().release(&self.keys, token).await
-    }
-
-    pub(crate) async fn extend(&self, token: &str, lease: Duration) -> Result<bool> {
-        self.locks.backend().extend(&self.keys, token, lease).await
     }
 }

@@ -139,7 +139,7 @@ async fn subscribe(
     channel: &str,
     attempt: usize,
 ) -> redis::RedisResult<redis::aio::PubSub> {
-    let client = target.pubsub_client(attempt)?;
+    let client = target.pubsub_client(attempt).await?;
     let mut pubsub = client.get_async_pubsub().await?;
     pubsub.subscribe(channel).await?;
     Ok(pubsub)

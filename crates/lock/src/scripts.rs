@@ -10,6 +10,9 @@ use crate::keys::Keys;
 /// has it, and no call depends on every node being reachable.
 pub(crate) static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
     const COMMON: &str = include_str!("lua/common.lua");
+    const SEM: &str = include_str!("lua/sem_common.lua");
+    const LATCH: &str = include_str!("lua/latch_common.lua");
+    const RW: &str = include_str!("lua/rw_common.lua");
     Library::builder("seckill_lock")
         .function("acquire", &[COMMON, include_str!("lua/acquire.lua")])
         .function("release", &[COMMON, include_str!("lua/release.lua")])
@@ -20,6 +23,31 @@ pub(crate) static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
             "raise_fence",
             &[COMMON, include_str!("lua/raise_fence.lua")],
         )
+        .function("rate", &[include_str!("lua/rate.lua")])
+        .function("sem_acquire", &[SEM, include_str!("lua/sem_acquire.lua")])
+        .function("sem_poll", &[SEM, include_str!("lua/sem_poll.lua")])
+        .function("sem_release", &[SEM, include_str!("lua/sem_release.lua")])
+        .function("sem_extend", &[SEM, include_str!("lua/sem_extend.lua")])
+        .function("sem_withdraw", &[SEM, include_str!("lua/sem_withdraw.lua")])
+        .function(
+            "sem_set_limit",
+            &[SEM, include_str!("lua/sem_set_limit.lua")],
+        )
+        .function("latch_set", &[LATCH, include_str!("lua/latch_set.lua")])
+        .function(
+            "latch_count_down",
+            &[LATCH, include_str!("lua/latch_count_down.lua")],
+        )
+        .function("latch_wait", &[LATCH, include_str!("lua/latch_wait.lua")])
+        .function(
+            "latch_withdraw",
+            &[LATCH, include_str!("lua/latch_withdraw.lua")],
+        )
+        .function("rw_acquire", &[RW, include_str!("lua/rw_acquire.lua")])
+        .function("rw_poll", &[RW, include_str!("lua/rw_poll.lua")])
+        .function("rw_release", &[RW, include_str!("lua/rw_release.lua")])
+        .function("rw_extend", &[RW, include_str!("lua/rw_extend.lua")])
+        .function("rw_withdraw", &[RW, include_str!("lua/rw_withdraw.lua")])
         .build()
 });
 
@@ -30,7 +58,17 @@ pub(crate) async fn run<T: redis::FromRedisValue>(
     keys: &Keys,
     args: &[&str],
 ) -> redis::RedisResult<T> {
-    let mut call = LIBRARY.call(name, &keys.all);
+    call(conn, name, &keys.all, args).await
+}
+
+/// Runs function `name` of the library on any `keys` with `args`.
+pub(crate) async fn call<T: redis::FromRedisValue>(
+    conn: &mut Conn,
+    name: &str,
+    keys: &[String],
+    args: &[&str],
+) -> redis::RedisResult<T> {
+    let mut call = LIBRARY.call(name, keys);
     for arg in args {
         call.arg(*arg);
     }

@@ -29,8 +29,14 @@ impl Single {
         Ok(Self { conn, notifier })
     }
 
-    fn conn(&self) -> Conn {
+    pub fn conn(&self) -> Conn {
         self.conn.clone()
+    }
+
+    /// The hand-off notifications of this client, for the semaphore's
+    /// waiters too.
+    pub fn notifier(&self) -> &Notifier {
+        &self.notifier
     }
 
     pub async fn try_grant(

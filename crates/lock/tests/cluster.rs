@@ -63,8 +63,12 @@ async fn locks_on_every_master_hand_off_in_arrival_order() {
             fences.push(waiter.await.unwrap());
         }
         let chain = released.elapsed();
-        let expected: Vec<u64> = (1..=WAITERS).map(|i| first_fence + i).collect();
-        assert_eq!(fences, expected, "{name}: served out of arrival order");
+        // Fences rise with each grant: in arrival order, they rise in the
+        // order the waiters came.
+        assert!(
+            fences[0] > first_fence && fences.windows(2).all(|w| w[0] < w[1]),
+            "{name}: served out of arrival order: {first_fence} then {fences:?}"
+        );
         assert!(
             chain < Duration::from_secs(3),
             "{name}: {WAITERS} hand-offs took {chain:?}; notifications are not arriving"

@@ -3,39 +3,14 @@
 //! is refused by the protected resource because its fencing token is older,
 //! and its lock-lost signal has fired.
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::io::Write;
 use std::time::Duration;
 
 mod common;
 
+use common::fenced_write;
+
 use seckill_testkit::RedisServer;
-
-/// The protected resource: a Redis value that only accepts writes carrying
-/// a fence at least as new as the newest it has seen.
-const FENCED_SET: &str = r"
-local last = tonumber(redis.call('GET', KEYS[1]) or '0')
-if tonumber(ARGV[1]) < last then return 0 end
-redis.call('SET', KEYS[1], ARGV[1])
-redis.call('SET', KEYS[2], ARGV[2])
-return 1";
-
-async fn fenced_write(url: &str, fence: u64, value: &str) -> bool {
-    let mut conn = redis::Client::open(url)
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    let written: i64 = redis::Script::new(FENCED_SET)
-        .key("resource:fence")
-        .key("resource:value")
-        .arg(fence)
-        .arg(value)
-        .invoke_async(&mut conn)
-        .await
-        .unwrap();
-    written == 1
-}
 
 /// The holder process: takes the lock with a watchdog, says its fence, then
 /// on each line of input writes through the fence and reports.
@@ -66,15 +41,7 @@ async fn frozen_holder() {
 #[tokio::test]
 async fn a_holder_paused_past_its_lease_cannot_write_through_the_fence() {
     let server = RedisServer::start().unwrap();
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["frozen_holder", "--exact", "--ignored", "--nocapture"])
-        .env("SECKILL_TEST_CHILD_URL", server.url())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
+    let (mut child, mut out) = common::child("frozen_holder", &server.url(), &[]);
     let mut next = |prefix: &str| {
         out.by_ref()
             .map_while(Result::ok)

@@ -72,19 +72,72 @@ async fn try_acquire_is_refused_while_held_and_fences_grow() {
     assert!(second.fence() > fence);
 }
 
-/// A counter raised past the fences data has seen (rebuilt after Redis
-/// lost the counter) hands out only fences above them; never lowered.
+/// Fences raised past those data has seen (rebuilt after Redis lost the
+/// lock's keys) are handed out only above them, a floor ahead of the
+/// server's clock included; never lowered; and no key is kept once the
+/// lock is idle and the clock has passed the floor.
 #[tokio::test]
 async fn fence_at_least_raises_the_next_fence_and_never_lowers_it() {
     let server = RedisServer::start().unwrap();
     let locks = common::connect(&server.url()).await;
-    let lock = locks.lock("x").unwrap();
+    let lock = locks.lock("x").unwrap().lease(Duration::from_millis(100));
     lock.fence_at_least(41).await.unwrap();
     let first = lock.try_acquire().await.unwrap().unwrap();
-    assert_eq!(first.fence(), 42);
+    assert!(first.fence() > 41);
+    // A floor 300 ms ahead of the clock (fences are its µs).
+    let ahead = first.fence() + 300_000;
     first.release().await.unwrap();
+    lock.fence_at_least(ahead).await.unwrap();
+    let second = lock.try_acquire().await.unwrap().unwrap();
+    assert_eq!(second.fence(), ahead + 1);
+    second.release().await.unwrap();
     lock.fence_at_least(5).await.unwrap();
-    assert_eq!(lock.try_acquire().await.unwrap().unwrap().fence(), 43);
+    let third = lock.try_acquire().await.unwrap().unwrap();
+    assert!(third.fence() > ahead + 1);
+    let third_fence = third.fence();
+    third.release().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let keys = common::live_keys(&server.url()).await;
+    assert!(keys.is_empty(), "{keys:?}");
+    let fourth = lock.try_acquire().await.unwrap().unwrap();
+    assert!(fourth.fence() > third_fence);
+}
+
+/// 100,000 grants over 1,000 lock names, one in ten left to its lease and
+/// some waiters left to their deadline: no key is left once they end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_key_is_left_once_leases_end() {
+    let server = RedisServer::start().unwrap();
+    let locks = common::connect(&server.url()).await;
+    let tasks: Vec<_> = (0..64)
+        .map(|t| {
+            let locks = locks.clone();
+            tokio::spawn(async move {
+                for i in 0..100_000 / 64 + 1 {
+                    let name = format!("m{}", (t * 7919 + i) % 1_000);
+                    let lock = locks.lock(&name).unwrap().lease(Duration::from_millis(300));
+                    if let Ok(guard) = lock.acquire(Duration::from_millis(50)).await {
+                        if i % 10 == 0 {
+                            std::mem::forget(guard);
+                        } else {
+                            guard.release().await.unwrap();
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let keys = common::live_keys(&server.url()).await;
+    assert!(
+        keys.is_empty(),
+        "{} keys left: {:?}",
+        keys.len(),
+        &keys[..keys.len().min(5)]
+    );
 }
 
 #[tokio::test]
@@ -142,17 +195,8 @@ async fn child_holder() {
 
 #[tokio::test]
 async fn holder_process_killed_blocks_no_longer_than_its_lease() {
-    use std::io::{BufRead, BufReader};
-    use std::process::{Command, Stdio};
     let server = RedisServer::start().unwrap();
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["child_holder", "--exact", "--ignored", "--nocapture"])
-        .env("SECKILL_TEST_CHILD_URL", server.url())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let (mut child, mut lines) = common::child("child_holder", &server.url(), &[]);
     let line = lines
         .find_map(|l| l.ok().filter(|l| l.starts_with("ACQUIRED")))
         .expect("child acquired");

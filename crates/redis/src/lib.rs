@@ -1,8 +1,13 @@
 //! What every seckill crate shares of Redis.
 //!
 //! Modules:
-//! - `conn`: [`Target`] (one server or a cluster) and [`Conn`], the
-//!   connection every crate above takes; the client settings live here.
+//! - `settings`: the client settings every kind of target shares
+//!   (timeouts, reconnection, what a client shows besides a URL).
+//! - `target`: [`Target`], where Redis is: one server, a cluster, or the
+//!   master a set of sentinels names; and how to reach it.
+//! - `conn`: [`Conn`], the connection every crate above takes.
+//! - `sentinel`: the sentinels of a [`Target`] and a connection that
+//!   follows the master they name through a failover.
 //! - `tls`: [`Tls`], what a `rediss://` connection trusts and shows
 //!   (a CA, a client certificate) beyond its URL.
 //! - `masters`: [`Master`], the masters behind a [`Target`] and their
@@ -13,9 +18,14 @@
 mod conn;
 mod library;
 mod masters;
+mod sentinel;
+mod settings;
+mod target;
 mod tls;
 
-pub use conn::{Conn, RESPONSE_TIMEOUT, Target, client};
+pub use conn::Conn;
 pub use library::{Builder, Call, Library};
 pub use masters::{Master, key_slot};
+pub use settings::RESPONSE_TIMEOUT;
+pub use target::{Target, client};
 pub use tls::Tls;

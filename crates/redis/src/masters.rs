@@ -4,7 +4,8 @@
 
 use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisResult, Value};
 
-use crate::conn::{RESPONSE_TIMEOUT, Target};
+use crate::settings::RESPONSE_TIMEOUT;
+use crate::target::Target;
 use crate::tls::Tls;
 
 /// A master: the one server, or one master of a cluster.
@@ -48,13 +49,14 @@ impl Master {
 }
 
 impl Target {
-    /// The masters now: the server itself, or a cluster's masters that
-    /// serve slots, as the first seed node to answer sees them. Seeds are
+    /// The masters now: the server itself, the master the sentinels name,
+    /// or a cluster's masters that serve slots, as the first seed node to
+    /// answer sees them. Seeds are
     /// asked in turn, each but the last given half a second, so a frozen
     /// one costs that, not a whole response timeout.
     pub async fn masters(&self) -> RedisResult<Vec<Master>> {
         let tls = self.tls().clone();
-        let seeds = match self.server_client()? {
+        let seeds = match self.master_client().await? {
             Some(server) => {
                 return Ok(vec![Master {
                     info: server.get_connection_info().clone(),

@@ -46,6 +46,7 @@
 //!     ))),
 //!     rate_per_user: 50.0,
 //!     burst_per_user: 100.0,
+//!     rate_limit: seckill_service::RateScope::Shared,
 //!     rate_per_ip: 200.0,
 //!     burst_per_ip: 400.0,
 //!     background: true,
@@ -87,6 +88,7 @@ pub use auth::{Auth, Buyers, Jwt, JwtKeys, webhook};
 /// The name of a header (`Buyers::TrustedHeader`).
 pub use axum::http::HeaderName;
 pub use error::{ApiError, Code, Error};
+pub use limiter::RateScope;
 pub use listener::Limits;
 pub use secret::Secret;
 pub use server::{BODY_LIMIT, Config, Running, start};

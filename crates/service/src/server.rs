@@ -17,7 +17,7 @@ use tokio::task::JoinHandle;
 
 use crate::auth::{Auth, Buyers, Checker};
 use crate::error::{ApiError, Code};
-use crate::limiter::Limiter;
+use crate::limiter::{Limiter, RateScope, UserLimiter};
 use crate::listener::Limits;
 
 use crate::secret::Secret;
@@ -43,6 +43,9 @@ pub struct Config {
     pub auth: Auth,
     /// Purchases per second per user (0: no limit).
     pub rate_per_user: f64,
+    /// Where the per-user rate is counted: in this instance, or shared by
+    /// every instance in Redis.
+    pub rate_limit: RateScope,
     /// Purchases one user may make back to back before the rate applies
     /// (at least 1).
     pub burst_per_user: f64,
@@ -74,6 +77,7 @@ impl std::fmt::Debug for Config {
             .field("admin_token", &self.admin_token)
             .field("auth", &self.auth)
             .field("rate_per_user", &self.rate_per_user)
+            .field("rate_limit", &self.rate_limit)
             .field("burst_per_user", &self.burst_per_user)
             .field("rate_per_ip", &self.rate_per_ip)
             .field("burst_per_ip", &self.burst_per_ip)
@@ -137,12 +141,13 @@ pub async fn start(config: Config) -> Result<Running, crate::Error> {
         config.redis.clone(),
         redis.clone(),
     ));
+    let (per_user, per_ip) = limiters(&config, &redis);
     let state = Arc::new(AppState::new(
         engine.clone(),
         store.clone(),
         auth,
-        Limiter::new(config.rate_per_user, config.burst_per_user),
-        Limiter::new(config.rate_per_ip, config.burst_per_ip),
+        per_user,
+        per_ip,
         redis,
         config.limits.header_timeout,
         stopped.clone(),
@@ -196,6 +201,23 @@ pub async fn start(config: Config) -> Result<Running, crate::Error> {
     Ok(Running { addr, stop, tasks })
 }
 
+/// The per-user and per-address rate limits `config` asks for.
+fn limiters(
+    config: &Config,
+    redis: &seckill_redis::Conn,
+) -> (UserLimiter, Limiter<std::net::IpAddr>) {
+    let per_user = UserLimiter::new(
+        config.rate_limit,
+        config.rate_per_user,
+        config.burst_per_user,
+        redis.clone(),
+    );
+    (
+        per_user,
+        Limiter::new(config.rate_per_ip, config.burst_per_ip),
+    )
+}
+
 /// The routes, with metrics, the body limit and JSON 404/405 answers.
 pub fn router(state: Arc<AppState>) -> Router {
     routes::table()
@@ -240,7 +262,7 @@ async fn listen_for_restock(
     tokio::pin!(stopped);
     for attempt in 0.. {
         let subscribed = async {
-            let client = target.pubsub_client(attempt)?;
+            let client = target.pubsub_client(attempt).await?;
             let mut pubsub = client.get_async_pubsub().await?;
             pubsub.subscribe(RESTOCK_CHANNEL).await?;
             let mut messages = pubsub.into_on_message();

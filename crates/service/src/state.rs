@@ -12,7 +12,7 @@ use seckill_orders::Store;
 use crate::activity::Activity;
 use crate::auth::Checker;
 use crate::error::{ApiError, Code};
-use crate::limiter::Limiter;
+use crate::limiter::{Limiter, UserLimiter};
 use crate::locks::{read, write};
 
 /// How long this instance trusts "sold out" without asking Redis again, in
@@ -27,7 +27,7 @@ pub struct AppState {
     /// `GET /openapi.json`, as the auth settings make it.
     pub openapi: bytes::Bytes,
     /// Purchases per user.
-    limiter: Limiter<String>,
+    limiter: UserLimiter,
     /// Purchases per client address.
     ip_limiter: Limiter<IpAddr>,
     /// One coalescing purchaser per sale.
@@ -56,7 +56,7 @@ impl AppState {
         engine: Engine,
         store: Store,
         auth: Checker,
-        limiter: Limiter<String>,
+        limiter: UserLimiter,
         ip_limiter: Limiter<IpAddr>,
         redis: seckill_redis::Conn,
         body_deadline: Duration,
@@ -98,7 +98,7 @@ impl AppState {
                 "too many requests from this address; slow down",
             ));
         }
-        if !self.limiter.allow(&req.user_id) {
+        if !self.limiter.allow(&req.user_id).await {
             return Err(ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
                 Code::RateLimited,

@@ -7,6 +7,7 @@ use std::io;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::redis_cli::{cli, settle_or_fail, synced_replica};
 use crate::server::{Options, RedisServer};
 
 /// How long a cluster may take to agree on its state after a change.
@@ -383,34 +384,6 @@ impl NodeLine {
     }
 }
 
-/// Runs `redis-cli -p PORT ARGS…` with a short timeout; its answer, or an
-/// error for an error reply or an unreachable node.
-fn cli(port: u16, args: &[&str]) -> io::Result<String> {
-    let output = Command::new("timeout")
-        .args(["2", "redis-cli", "-p", &port.to_string()])
-        .args(args)
-        .output()?;
-    let text = String::from_utf8_lossy(&output.stdout).trim().to_owned();
-    let failed = !output.status.success()
-        || text.starts_with("ERR")
-        || text.starts_with("Could not connect")
-        || text.starts_with("(error)");
-    if failed {
-        return Err(io::Error::other(format!(
-            "redis-cli -p {port} {}: {text}{}",
-            args.join(" "),
-            String::from_utf8_lossy(&output.stderr).trim()
-        )));
-    }
-    Ok(text)
-}
-
-/// Whether node `port` is a replica whose link to its master is up.
-fn synced_replica(port: u16) -> bool {
-    cli(port, &["info", "replication"])
-        .is_ok_and(|i| i.contains("role:slave") && i.contains("master_link_status:up"))
-}
-
 /// Whether a replica of `master` acknowledges a write made now.
 fn wait_streaming(master: u16) -> io::Result<bool> {
     use std::io::Write as _;
@@ -433,15 +406,4 @@ fn wait_streaming(master: u16) -> io::Result<bool> {
             .ok()
     });
     Ok(acked.is_some_and(|n| n >= 1))
-}
-
-fn settle_or_fail(deadline: Instant, what: &str) -> io::Result<()> {
-    if Instant::now() > deadline {
-        return Err(io::Error::new(
-            io::ErrorKind::TimedOut,
-            format!("the cluster did not settle: waiting for {what}"),
-        ));
-    }
-    std::thread::sleep(Duration::from_millis(50));
-    Ok(())
 }

@@ -15,6 +15,10 @@
 //! - `daemon`: a database server process, waited for and killed on drop.
 //! - `cluster`: [`RedisCluster`], a local Redis Cluster of such servers,
 //!   with failover, slot moves, kills and pauses for drills.
+//! - `sentinel`: [`RedisSentinels`], a master, its replicas and three
+//!   sentinels watching them, for failover drills under Sentinel.
+//! - `redis_cli`: one command to a node through `redis-cli`, and the
+//!   waits the rigs build on it.
 //!
 //! ```no_run
 //! let server = seckill_testkit::RedisServer::start().unwrap();
@@ -28,10 +32,13 @@ mod cluster;
 mod daemon;
 mod mariadb;
 mod postgres;
+mod redis_cli;
+mod sentinel;
 mod server;
 
 pub use certs::Certs;
 pub use cluster::RedisCluster;
 pub use mariadb::MariaServer;
 pub use postgres::PgServer;
+pub use sentinel::{RedisSentinels, SentinelOptions};
 pub use server::{Fsync, Options, RedisServer};

@@ -30,6 +30,8 @@ pub struct Options {
     binary: Option<PathBuf>,
     cluster: bool,
     tls: Option<Tls>,
+    /// A sentinel's configuration lines: started with `--sentinel`.
+    sentinel: Option<Vec<String>>,
 }
 
 /// A TLS port's files, and whether it asks clients for a certificate.
@@ -75,6 +77,21 @@ impl Options {
             .arg("cluster-require-full-coverage", "no")
             // Replicas sync at once, not after 5 s waiting for more.
             .arg("repl-diskless-sync-delay", "0")
+    }
+
+    /// A replica of the server on `port` of this host (`replicaof`).
+    pub fn replica_of(mut self, port: u16) -> Self {
+        self.args
+            .extend(["--replicaof".into(), "127.0.0.1".into(), port.to_string()]);
+        self
+    }
+
+    /// A sentinel (`redis-server FILE --sentinel`) whose configuration
+    /// file starts with `lines`; the sentinel rewrites the file as it
+    /// learns, and a restart keeps what it wrote.
+    pub fn sentinel(mut self, lines: Vec<String>) -> Self {
+        self.sentinel = Some(lines);
+        self
     }
 
     /// Listens for TLS too, on a port of its own ([`RedisServer::tls_url`]),
@@ -197,6 +214,11 @@ impl RedisServer {
             .map(|port| format!("rediss://localhost:{port}/"))
     }
 
+    /// The TLS port, if it was started with [`Options::tls`].
+    pub fn tls_port(&self) -> Option<u16> {
+        self.tls_port
+    }
+
     /// The TCP port the server listens on (kept across restarts).
     pub fn port(&self) -> u16 {
         self.port
@@ -254,6 +276,13 @@ impl RedisServer {
     fn spawn(&mut self) -> io::Result<()> {
         let binary = self.options.binary.clone().unwrap_or_else(default_binary);
         let mut cmd = Command::new(binary);
+        if let Some(lines) = &self.options.sentinel {
+            let file = self.dir.path().join("sentinel.conf");
+            if !file.exists() {
+                std::fs::write(&file, lines.join("\n") + "\n")?;
+            }
+            cmd.arg(file).arg("--sentinel");
+        }
         cmd.arg("--port")
             .arg(self.port.to_string())
             .arg("--bind")

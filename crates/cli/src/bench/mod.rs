@@ -181,6 +181,8 @@ fn runnable(args: &Args) -> Result<Vec<Strategy>> {
             Some("cannot sell a sharded sale; --shards needs atomic or coalesced")
         } else if args.redis.is_cluster() && !strategy.runs_on_a_cluster() {
             Some("runs on one Redis server, not on a cluster")
+        } else if args.redis.is_sentinel() && strategy == Strategy::Watch {
+            Some("opens connections of its own, which would not follow the master Sentinel names")
         } else {
             None
         };

@@ -187,8 +187,14 @@ mod tests {
             let from = before.sharding.shards[0].remaining;
             assert!(from >= 10, "{before:?}");
             let generation = layout.generation.to_string();
-            // Fence 1000: above the first refill's, as a new refiller's is.
-            let old = "1000".to_owned();
+            // Above the first refill's fence, as a new refiller's is.
+            let first: u64 = redis::cmd("HGET")
+                .arg(&layout.sale.sale)
+                .arg("fence")
+                .query_async(&mut engine.connection())
+                .await
+                .unwrap();
+            let old = (first + 1000).to_string();
             let begun = step(
                 &engine,
                 "shard_begin",
@@ -239,7 +245,7 @@ mod tests {
             let next = Mover {
                 conn: engine.connection(),
                 layout: &layout,
-                fence: 1001,
+                fence: first + 1001,
             };
             let moved = next.transfer(Source::Pool, 1, 5).await.unwrap();
             assert_eq!(moved, 5);
@@ -263,7 +269,7 @@ mod tests {
             let stale = Mover {
                 conn: engine.connection(),
                 layout: &layout,
-                fence: 1000,
+                fence: first + 1000,
             };
             assert!(matches!(
                 stale.transfer(Source::Shard(0), 1, 1).await,
@@ -286,7 +292,12 @@ mod tests {
                 &engine,
                 "shard_end",
                 &[&layout.sale.sale, &layout.sale.transfers],
-                &[generation.clone(), "1001".into(), t.clone(), "10".into()],
+                &[
+                    generation.clone(),
+                    (first + 1001).to_string(),
+                    t.clone(),
+                    "10".into(),
+                ],
             )
             .await;
             assert_eq!(text(&ended), "done");

@@ -83,7 +83,14 @@ impl One {
             }
             Strategy::Watch => Imp::Watch(Box::new(watch::Watch::new(
                 ctx,
-                client.ok_or_else(one_server)?.clone(),
+                client
+                    .ok_or_else(|| Error::Unsupported {
+                        strategy: strategy.name(),
+                        sale: sale.clone(),
+                        reason: "opens connections of its own, to one Redis server named by \
+                                 URL (not a cluster, not the master Sentinel names)",
+                    })?
+                    .clone(),
             ))),
             Strategy::List => Imp::List(list::List::new(ctx)),
             Strategy::Lua => Imp::Lua(lua::Lua::new(ctx)),
@@ -124,6 +131,7 @@ impl One {
         } else {
             req
         };
+        let epoch = self.replica.as_ref().map(ReplicaGate::epoch);
         let (outcome, tries) = match &self.imp {
             Imp::Lock(s) => (s.purchase(req).await?, 1),
             Imp::Watch(s) => s.purchase(req).await?,
@@ -135,8 +143,8 @@ impl One {
         // An order answered again (a repeated request id) may be the one a
         // replica has not confirmed yet: it waits too.
         let made = matches!(outcome, Outcome::Ok(_) | Outcome::Duplicate(_));
-        if let (true, Some(replica)) = (made, &self.replica)
-            && !replica.confirm().await
+        if let (true, Some(replica), Some(epoch)) = (made, &self.replica, epoch)
+            && !replica.confirm(epoch).await
         {
             return Err(Error::NotReplicated(self.sale.clone()));
         }

@@ -16,5 +16,9 @@ end
 if wait > 0 and redis.call('HEXISTS', KEYS[4], token) == 0 then
   redis.call('RPUSH', KEYS[3], token)
   redis.call('HSET', KEYS[4], token, string.format('%s|%s|%d', ARGV[4], lease, now_ms() + wait))
+  if redis.call('PTTL', KEYS[3]) < wait then
+    redis.call('PEXPIRE', KEYS[3], wait)
+    redis.call('PEXPIRE', KEYS[4], wait)
+  end
 end
 return {0, redis.call('PTTL', KEYS[1])}

@@ -1,9 +1,13 @@
 -- Shared head of every lock script. KEYS, always in this order:
 --   1 lock     "<token>:<fence>" with a PX lease while held
---   2 fence    counter, never expires, so fences only grow
+--   2 fence    the last fence given, kept only while it matters (below)
 --   3 queue    list of waiting tokens, oldest first
 --   4 waiters  hash token -> "<channel>|<lease ms>|<deadline ms>"
 -- Times come from the server's clock (TIME) so client clocks never matter.
+-- A fence is the server's clock in µs, or the last fence + 1 if that is
+-- larger: above every earlier grant's, with no key outliving the lock to
+-- keep it so (unless the server's clock is set back by more than the lock
+-- was idle). The queue and the waiters expire with their last deadline.
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -20,8 +24,14 @@ local function owned(token)
   return nil
 end
 
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
 local function grant(token, lease)
-  local fence = redis.call('INCR', KEYS[2])
+  local fence = math.max(tonumber(redis.call('GET', KEYS[2]) or 0) + 1, now_us())
+  redis.call('SET', KEYS[2], string.format('%d', fence), 'PX', lease)
   redis.call('SET', KEYS[1], string.format('%s:%d', token, fence), 'PX', lease)
   return fence
 end

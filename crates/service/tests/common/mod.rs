@@ -42,6 +42,7 @@ pub fn config(redis: seckill_redis::Target, db: &str, token: &str) -> seckill_se
         auth: seckill_service::Auth::new(seckill_service::Buyers::Body),
         rate_per_user: 0.0,
         burst_per_user: 1.0,
+        rate_limit: Default::default(),
         rate_per_ip: 0.0,
         burst_per_ip: 1.0,
         background: true,

@@ -1,8 +1,13 @@
 //! `seckill lock-bench`: N clients take a lock in a loop and do an
 //! unprotected GET/SET of a counter inside it; the counter must come out
 //! exact. `hot`: all clients share one lock. `spread`: one lock each.
-//! With `--work empty` the holders do nothing and the check is that the
-//! fences count every grant exactly once.
+//! With `--work empty` the holders do nothing and the check is that every
+//! grant got a fence of its own, each client's above its last.
+//! `--primitive semaphore|rwlock|ratelimit` runs a sibling instead
+//! (`siblings`).
+
+mod print;
+mod siblings;
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -24,6 +29,20 @@ use crate::target::RedisArgs;
 pub struct Args {
     #[command(flatten)]
     redis: RedisArgs,
+    /// What the clients take: the lock (`mutex`), a `semaphore` of
+    /// `--permits`, a read-write lock (`rwlock`, one client in eight
+    /// writes), or a rate limiter (`ratelimit`, `--rate` and `--burst`).
+    #[arg(long, value_enum, default_value_t = Primitive::Mutex)]
+    primitive: Primitive,
+    /// `--primitive semaphore`: its permits.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    permits: u64,
+    /// `--primitive ratelimit`: cells a second per limiter.
+    #[arg(long, default_value_t = 1000.0)]
+    rate: f64,
+    /// `--primitive ratelimit`: the burst.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
+    burst: u64,
     /// `hot`: every client contends for one lock; `spread`: one lock per client.
     #[arg(long, value_enum, default_value_t = Mode::Hot)]
     mode: Mode,
@@ -47,6 +66,15 @@ pub struct Args {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Primitive {
+    Mutex,
+    Semaphore,
+    Rwlock,
+    Ratelimit,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
@@ -100,7 +128,8 @@ struct Report {
 
 struct ClientResult {
     acquisitions: u64,
-    last_fence: u64,
+    /// Every fence this client was granted, in order.
+    fences: Vec<u64>,
     wait: Latency,
     handoff: Latency,
 }
@@ -112,6 +141,9 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     );
     let target = args.redis.target()?;
     let duration = Duration::from_secs_f64(args.duration);
+    if args.primitive != Primitive::Mutex {
+        return sibling(&args, &target.redis, duration).await;
+    }
     let clients = connect_clients(&args, &target.redis).await?;
 
     let bar = progress(duration.as_millis() as u64, "ms");
@@ -139,7 +171,10 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     };
 
     let mut check = target.redis.connect().await?;
-    let mut totals = Totals::default();
+    let mut totals = Totals {
+        fences_rose: true,
+        ..Totals::default()
+    };
     for task in tasks {
         totals.add(task.await??);
     }
@@ -158,8 +193,37 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         (None, None)
     };
     let report = report(&args, elapsed, &totals, counter_ok, &cost, baselines);
-    print(&report, args.json)?;
+    print::print(&report, args.json)?;
     Ok(if counter_ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// `--primitive` other than `mutex`: its run, printed.
+async fn sibling(
+    args: &Args,
+    redis: &seckill_redis::Target,
+    duration: Duration,
+) -> Result<ExitCode> {
+    anyhow::ensure!(
+        args.rate.is_finite() && args.rate > 0.0 && args.rate <= 1e6,
+        "--rate must be above 0 and at most 1,000,000"
+    );
+    let settings = siblings::Settings {
+        primitive: args.primitive,
+        mode: args.mode,
+        clients: args.clients,
+        duration,
+        lease: Duration::from_millis(args.lease_ms),
+        permits: args.permits,
+        rate: args.rate,
+        burst: args.burst,
+    };
+    let report = siblings::run(&settings, redis).await?;
+    siblings::print(&report, args.json)?;
+    Ok(if report.ok {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
@@ -170,7 +234,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
 type Client = (seckill_lock::Lock, seckill_redis::Conn, String);
 
 /// Each client with its own connections, on one lock (`hot`) or its own
-/// (`spread`), named fresh for this run so fences start at 1.
+/// (`spread`), named fresh for this run.
 async fn connect_clients(args: &Args, redis: &seckill_redis::Target) -> Result<Vec<Client>> {
     let run_id = format!("{:08x}", rand::random::<u32>());
     let lease = Duration::from_millis(args.lease_ms);
@@ -218,7 +282,7 @@ async fn take_in_a_loop(client: Client, shared: Shared) -> Result<(ClientResult,
     } = shared;
     let mut result = ClientResult {
         acquisitions: 0,
-        last_fence: 0,
+        fences: Vec::new(),
         wait: Latency::default(),
         handoff: Latency::default(),
     };
@@ -232,7 +296,7 @@ async fn take_in_a_loop(client: Client, shared: Shared) -> Result<(ClientResult,
             let since = (got - started).saturating_sub(Duration::from_nanos(previous));
             result.handoff.record(since);
         }
-        result.last_fence = guard.fence();
+        result.fences.push(guard.fence());
         if work == Work::Counter {
             let value: Option<i64> = conn.get(&counter).await?;
             let () = conn.set(&counter, value.unwrap_or(0) + 1).await?;
@@ -253,8 +317,12 @@ struct Totals {
     total: u64,
     wait: Latency,
     handoff: Latency,
-    /// Per client: its counter's key, its acquisitions, its last fence.
-    counts: Vec<(String, u64, u64)>,
+    /// Per client: its counter's key and its acquisitions.
+    counts: Vec<(String, u64)>,
+    /// Whether each client's fences rose with every grant.
+    fences_rose: bool,
+    /// Every fence granted.
+    fences: Vec<u64>,
 }
 
 impl Totals {
@@ -262,8 +330,9 @@ impl Totals {
         self.total += result.acquisitions;
         self.wait.merge(&result.wait);
         self.handoff.merge(&result.handoff);
-        self.counts
-            .push((counter, result.acquisitions, result.last_fence));
+        self.fences_rose &= result.fences.windows(2).all(|w| w[0] < w[1]);
+        self.fences.extend(&result.fences);
+        self.counts.push((counter, result.acquisitions));
     }
 }
 
@@ -283,17 +352,21 @@ async fn verify(
             counter_ok = value.unwrap_or(0) == total;
         }
         (Mode::Spread, Work::Counter) => {
-            for (counter, expected, _) in counts {
+            for (counter, expected) in counts {
                 let value: Option<u64> = check.get(counter).await?;
                 counter_ok &= value.unwrap_or(0) == *expected;
             }
         }
-        // A fresh lock name starts its fences at 1, one per grant.
+        // Every grant a fence of its own (on one lock, no two alike),
+        // each client's rising.
         (Mode::Hot, Work::Empty) => {
-            counter_ok = counts.iter().map(|c| c.2).max() == Some(total);
+            let mut fences = totals.fences.clone();
+            fences.sort_unstable();
+            fences.dedup();
+            counter_ok = totals.fences_rose && fences.len() as u64 == total;
         }
         (Mode::Spread, Work::Empty) => {
-            counter_ok = counts.iter().all(|(_, n, fence)| n == fence);
+            counter_ok = totals.fences_rose && totals.fences.len() as u64 == total;
         }
     }
     Ok(counter_ok)
@@ -361,75 +434,4 @@ fn report(
             .filter(|_| args.mode == Mode::Hot)
             .map(|rtt| acquisitions_per_s / (rtt / trips_per_acquisition)),
     }
-}
-
-fn print(r: &Report, json: bool) -> Result<()> {
-    if json {
-        println!("{}", serde_json::to_string(r)?);
-        return Ok(());
-    }
-    let mode = match r.mode {
-        Mode::Hot => "hot",
-        Mode::Spread => "spread",
-    };
-    let opt = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.3}"));
-    println!(
-        "{:<7} {:>7} {:>9} {:>12} {:>11} {:>9} {:>9} {:>9} {:>11} {:>11} {:>8} {:>8}",
-        "mode",
-        "clients",
-        "seconds",
-        "acquisitions",
-        "acq/s",
-        "wait p50",
-        "wait p99",
-        "wait max",
-        "handoff p50",
-        "handoff p99",
-        "redis µs",
-        "counter"
-    );
-    println!(
-        "{:<7} {:>7} {:>9.2} {:>12} {:>11.0} {:>9.3} {:>9.3} {:>9.3} {:>11} {:>11} {:>8} {:>8}",
-        mode,
-        r.clients,
-        r.duration_s,
-        r.acquisitions,
-        r.acquisitions_per_s,
-        r.wait_p50_ms,
-        r.wait_p99_ms,
-        r.wait_max_ms,
-        opt(r.handoff_p50_ms),
-        opt(r.handoff_p99_ms),
-        r.redis_us_per_acquisition
-            .map_or_else(|| "-".to_owned(), |us| format!("{us:.2}")),
-        if r.counter_ok { "exact" } else { "WRONG" }
-    );
-    println!("(latencies in ms; redis µs per acquisition)");
-    if !r.redis_us_per_acquisition_by_master.is_empty() {
-        let shares: Vec<String> = r
-            .redis_us_per_acquisition_by_master
-            .iter()
-            .map(|(m, us)| format!("{m} {us:.2}"))
-            .collect();
-        println!("redis µs per acquisition by master: {}", shares.join(", "));
-    }
-    if let (Some(rps), Some(ratio)) = (
-        r.redis_benchmark_set_nx_px_per_s,
-        r.ratio_to_redis_benchmark_pairs,
-    ) {
-        println!(
-            "redis-benchmark SET NX PX, 50 clients: {rps:.0}/s = {:.0} take+release pairs/s; \
-             lock-bench reaches {ratio:.2}x of that",
-            rps / 2.0
-        );
-    }
-    if let (Some(rtt), Some(ratio)) = (r.redis_benchmark_round_trips_per_s, r.ratio_to_serial_floor)
-    {
-        println!(
-            "redis-benchmark GET, 1 client: {rtt:.0} round trips/s; a hot lock's serial chain \
-             allows at most {:.0} acquisitions/s here; lock-bench reaches {ratio:.2}x of that",
-            r.acquisitions_per_s / ratio
-        );
-    }
-    Ok(())
 }

@@ -1,0 +1,22 @@
+-- Shared head of every latch script. KEYS, always in this order:
+--   1 count    what is left to count down; absent once it reached zero
+--              (or never set): the latch is open
+--   2 waiters  hash token -> "<channel>|<deadline ms>"
+-- The count lives at most the latch's lease, the waiters until the last
+-- deadline: a latch nobody finishes keeps nothing for good.
+-- Cost: O(1), and O(w) for the w waiters told when it opens.
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Tells every waiter the latch opened ("<token>:0") and forgets them.
+local function open()
+  local waiters = redis.call('HGETALL', KEYS[2])
+  for i = 1, #waiters, 2 do
+    local channel = string.match(waiters[i + 1], '^(.*)|%d+$')
+    redis.call('PUBLISH', channel, waiters[i] .. ':0')
+  end
+  redis.call('DEL', KEYS[1], KEYS[2])
+end

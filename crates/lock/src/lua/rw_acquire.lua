@@ -1,0 +1,28 @@
+-- ARGV: token, r or w, lease ms, wait ms (0 = do not queue), channel.
+-- Returns {1, fence, ms left of the lease} when granted, else
+-- {0, ms until a holder's lease ends or -1}. Sent twice (a cluster client
+-- resends after a dropped connection), it answers the grant it made.
+local token, kind, lease, wait = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local ms, us = now()
+prune(ms)
+local fence, left = held(token, kind, ms)
+if fence then
+  return {1, fence, left}
+end
+handoff(ms, us)
+local free = redis.call('LLEN', KEYS[4]) == 0 and redis.call('EXISTS', KEYS[2]) == 0
+if free and (kind == 'r' or redis.call('ZCARD', KEYS[1]) == 0) then
+  fence = grant(token, kind, lease, ms, us)
+  tidy(ms)
+  return {1, fence, lease}
+end
+if wait > 0 and redis.call('HEXISTS', KEYS[5], token) == 0 then
+  redis.call('RPUSH', KEYS[4], token)
+  redis.call('HSET', KEYS[5], token, string.format('%s|%d|%d|%s', ARGV[5], lease, ms + wait, kind))
+  if redis.call('PTTL', KEYS[4]) < wait then
+    redis.call('PEXPIRE', KEYS[4], wait)
+    redis.call('PEXPIRE', KEYS[5], wait)
+  end
+end
+tidy(ms)
+return {0, next_end(ms)}

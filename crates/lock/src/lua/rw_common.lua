@@ -1,0 +1,119 @@
+-- Shared head of every read-write lock script. KEYS, always in this order:
+--   1 readers  sorted set "<token>:<fence>" -> lease end (ms, server clock)
+--   2 writer   "<token>:<fence>" with a PX lease while a writer holds it
+--   3 fence    the last fence given; it lives only while the lock is in use
+--   4 queue    list of waiting tokens, oldest first
+--   5 waiters  hash token -> "<channel>|<lease ms>|<deadline ms>|<r or w>"
+-- Fences come from the server's clock in µs, or the last fence + 1 if
+-- that is larger: every grant's fence is above every earlier one's, and
+-- no key has to outlive the lock to keep it so (unless the server's clock
+-- is set back by more than the lock was idle).
+-- Writers go first: a reader enters only when no writer holds the lock
+-- and nobody waits, so a waiting writer stops new readers.
+-- Cost: O(log r) for r readers; O(w) for the w waiters a hand-off serves.
+
+local function now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000),
+    tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+local function next_fence(us)
+  local fence = math.max(tonumber(redis.call('GET', KEYS[3]) or 0) + 1, us)
+  redis.call('SET', KEYS[3], string.format('%d', fence))
+  return fence
+end
+
+local function prune(ms)
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ms)
+end
+
+local function grant(token, kind, lease, ms, us)
+  local fence = next_fence(us)
+  local id = string.format('%s:%d', token, fence)
+  if kind == 'w' then
+    redis.call('SET', KEYS[2], id, 'PX', lease)
+  else
+    redis.call('ZADD', KEYS[1], ms + lease, id)
+  end
+  return fence
+end
+
+-- The fence of `token`'s grant of `kind`, or nil.
+local function held(token, kind, ms)
+  if kind == 'w' then
+    local v = redis.call('GET', KEYS[2])
+    if v and string.sub(v, 1, #token + 1) == token .. ':' then
+      return tonumber(string.sub(v, #token + 2)), redis.call('PTTL', KEYS[2])
+    end
+    return nil
+  end
+  local found = redis.call('ZSCAN', KEYS[1], 0, 'MATCH', token .. ':*', 'COUNT', 1000)[2]
+  if found[1] and tonumber(found[2]) > ms then
+    return tonumber(string.sub(found[1], #token + 2)), tonumber(found[2]) - ms
+  end
+  return nil
+end
+
+-- Sets the readers' expiry to the last lease's end and the fence's to the
+-- longest of readers, writer and queue.
+local function tidy(ms)
+  local keep = 0
+  local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+  if last[2] then
+    keep = math.max(1, tonumber(last[2]) - ms)
+    redis.call('PEXPIRE', KEYS[1], keep)
+  end
+  keep = math.max(keep, redis.call('PTTL', KEYS[2]), redis.call('PTTL', KEYS[4]))
+  if keep > 0 then
+    redis.call('PEXPIRE', KEYS[3], keep)
+  else
+    redis.call('DEL', KEYS[3])
+  end
+end
+
+-- Serves the queue in order: a writer when nobody holds the lock, then
+-- stop; readers, as many in a row as wait, while no writer holds it.
+local function handoff(ms, us)
+  while true do
+    local head = redis.call('LINDEX', KEYS[4], 0)
+    if not head then
+      return
+    end
+    local entry = redis.call('HGET', KEYS[5], head)
+    if not entry then
+      redis.call('LPOP', KEYS[4])
+    else
+      local channel, lease, deadline, kind = string.match(entry, '^(.*)|(%d+)|(%d+)|([rw])$')
+      if tonumber(deadline) <= ms then
+        redis.call('LPOP', KEYS[4])
+        redis.call('HDEL', KEYS[5], head)
+      elseif redis.call('EXISTS', KEYS[2]) == 1
+        or (kind == 'w' and redis.call('ZCARD', KEYS[1]) > 0) then
+        return
+      else
+        redis.call('LPOP', KEYS[4])
+        redis.call('HDEL', KEYS[5], head)
+        local fence = grant(head, kind, tonumber(lease), ms, us)
+        redis.call('PUBLISH', channel, string.format('%s:%d', head, fence))
+        if kind == 'w' then
+          return
+        end
+      end
+    end
+  end
+end
+
+-- Milliseconds until a holder's lease ends (the writer's, or the first
+-- reader's), or -1 when nobody holds it.
+local function next_end(ms)
+  local writer = redis.call('PTTL', KEYS[2])
+  if writer > 0 then
+    return writer
+  end
+  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  if first[2] then
+    return math.max(0, tonumber(first[2]) - ms)
+  end
+  return -1
+end

@@ -1,0 +1,22 @@
+-- ARGV: token, r or w. A waiter gives up: leaves the queue, and releases
+-- the lock if it was granted meanwhile. Returns 1 if it had been granted.
+local token, kind = ARGV[1], ARGV[2]
+local ms, us = now()
+redis.call('LREM', KEYS[4], 0, token)
+redis.call('HDEL', KEYS[5], token)
+local fence = held(token, kind, ms)
+if fence then
+  local id = string.format('%s:%d', token, fence)
+  if kind == 'w' then
+    redis.call('DEL', KEYS[2])
+  else
+    redis.call('ZREM', KEYS[1], id)
+  end
+end
+prune(ms)
+handoff(ms, us)
+tidy(ms)
+if fence then
+  return 1
+end
+return 0

@@ -1,0 +1,157 @@
+//! The count-down latch on real servers: waiters woken when the count
+//! reaches zero (by notification, and by the re-check when the
+//! subscription is killed), a count that cannot be set twice, a timeout,
+//! and no key left by latches, finished or abandoned.
+
+use std::time::{Duration, Instant};
+
+use seckill_lock::{Error, RECHECK};
+use seckill_redis::Target;
+use seckill_testkit::RedisServer;
+
+mod common;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_wake_when_the_count_reaches_zero() {
+    let server = RedisServer::start().unwrap();
+    let locks = common::connect(&server.url()).await;
+    let latch = locks.latch("warm").unwrap();
+    assert!(latch.try_set_count(3).await.unwrap());
+    assert!(
+        !latch.try_set_count(5).await.unwrap(),
+        "a running count is kept"
+    );
+    let waiters: Vec<_> = (0..8)
+        .map(|_| {
+            let latch = latch.clone();
+            tokio::spawn(async move {
+                latch.wait(Duration::from_secs(5)).await.unwrap();
+                Instant::now()
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Another client counts down.
+    let other = common::connect(&server.url()).await.latch("warm").unwrap();
+    assert_eq!(other.count_down().await.unwrap(), 2);
+    assert_eq!(other.count_down().await.unwrap(), 1);
+    assert_eq!(latch.count().await.unwrap(), 1);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(waiters.iter().all(|w| !w.is_finished()), "woke before zero");
+    let opened = Instant::now();
+    assert_eq!(other.count_down().await.unwrap(), 0);
+    for waiter in waiters {
+        let woke = waiter.await.unwrap();
+        // Told by the last count-down, not found by a re-check.
+        assert!(
+            woke - opened < Duration::from_millis(100),
+            "{:?}",
+            woke - opened
+        );
+    }
+    // Open: waiting passes at once, counting down stays at zero, and
+    // nothing is left in Redis.
+    latch.wait(Duration::from_millis(1)).await.unwrap();
+    assert_eq!(latch.count_down().await.unwrap(), 0);
+    assert_eq!(common::live_keys(&server.url()).await.len(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_notification_costs_the_recheck_at_most() {
+    let server = RedisServer::start().unwrap();
+    let locks = common::connect(&server.url()).await;
+    let latch = locks.latch("lost").unwrap();
+    latch.try_set_count(1).await.unwrap();
+    let waiter = {
+        let latch = latch.clone();
+        tokio::spawn(async move {
+            latch.wait(Duration::from_secs(5)).await.unwrap();
+            Instant::now()
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut conn = Target::server(&server.url()).connect().await.unwrap();
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(killed, 1);
+    let opened = Instant::now();
+    latch.count_down().await.unwrap();
+    let woke = waiter.await.unwrap();
+    assert!(
+        woke - opened <= RECHECK + Duration::from_millis(100),
+        "{:?}",
+        woke - opened
+    );
+}
+
+#[tokio::test]
+async fn a_wait_times_out_and_a_count_lasts_its_lease_at_most() {
+    let server = RedisServer::start().unwrap();
+    let locks = common::connect(&server.url()).await;
+    let latch = locks
+        .latch("slow")
+        .unwrap()
+        .lease(Duration::from_millis(300));
+    latch.try_set_count(2).await.unwrap();
+    let e = latch.wait(Duration::from_millis(50)).await.unwrap_err();
+    assert!(matches!(e, Error::Timeout { .. }), "{e}");
+    assert!(latch.try_set_count(0).await.is_err());
+    // Nobody finishes it: it opens when its lease ends, and keeps nothing.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    latch.wait(Duration::from_millis(1)).await.unwrap();
+    assert_eq!(common::live_keys(&server.url()).await.len(), 0);
+}
+
+/// 100,000 operations over 1,000 latches, half of them never finished: no
+/// key is left once their leases end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_key_is_left_once_leases_end() {
+    let server = RedisServer::start().unwrap();
+    let locks = common::connect(&server.url()).await;
+    let tasks: Vec<_> = (0..64)
+        .map(|t| {
+            let locks = locks.clone();
+            tokio::spawn(async move {
+                for i in 0..100_000 / 2 / 64 + 1 {
+                    let name = format!("l{}", (t * 7919 + i) % 1_000);
+                    let latch = locks
+                        .latch(&name)
+                        .unwrap()
+                        .lease(Duration::from_millis(300));
+                    latch.try_set_count(2).await.unwrap();
+                    latch.count_down().await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let left = common::live_keys(&server.url()).await;
+    let mut conn = Target::server(&server.url()).connect().await.unwrap();
+    let mut shown = Vec::new();
+    for key in left.iter().take(3) {
+        let ttl: i64 = redis::cmd("PTTL")
+            .arg(key)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let value: Option<String> = redis::cmd("GET")
+            .arg(key)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        shown.push(format!("{key} ttl {ttl} = {value:?}"));
+    }
+    assert!(
+        left.is_empty(),
+        "{} keys left by latches: {shown:?}",
+        left.len()
+    );
+}

@@ -1,0 +1,279 @@
+//! The rate limiter on real servers, tested against the failures rate
+//! limiters are known for: too many admitted at the start or across a
+//! window's edge (64 clients in 4 processes starting together, every
+//! window checked), a wait that is not what it says, keys left behind by
+//! limiters no longer used; on a cluster too.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use seckill_lock::{Error, Locks, Rate};
+use seckill_redis::Target;
+use seckill_testkit::{RedisCluster, RedisServer};
+
+mod common;
+
+/// The rate of the bound test: 400 a second, 40 at once.
+const RATE: f64 = 400.0;
+const BURST: u64 = 40;
+
+/// Run by `sixty_four_clients_starting_together_never_pass_the_bound` as a
+/// child process: 16 clients take one cell at a time from the moment the
+/// parent named until the run ends, and print the server time of each
+/// admission.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "helper process for another test"]
+async fn rate_child() {
+    let Ok(url) = std::env::var("SECKILL_TEST_CHILD_URL") else {
+        return;
+    };
+    let start: u64 = std::env::var("SECKILL_TEST_START_MS")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let run = Duration::from_millis(
+        std::env::var("SECKILL_TEST_RUN_MS")
+            .unwrap()
+            .parse()
+            .unwrap(),
+    );
+    let locks = Locks::new(&Target::server(&url)).await.unwrap();
+    let limiter = locks
+        .rate_limiter("bound", Rate::per_second(RATE).burst(BURST))
+        .unwrap();
+    let start = UNIX_EPOCH + Duration::from_millis(start);
+    tokio::time::sleep(start.duration_since(SystemTime::now()).unwrap_or_default()).await;
+    let end = Instant::now() + run;
+    let clients = (0..16).map(|_| {
+        let limiter = limiter.clone();
+        tokio::spawn(async move {
+            let mut admitted = Vec::new();
+            while Instant::now() < end {
+                let d = limiter.take(1).await.unwrap();
+                if d.admitted {
+                    admitted.push(d.decided_at.duration_since(UNIX_EPOCH).unwrap().as_micros());
+                }
+            }
+            admitted
+        })
+    });
+    for client in clients.collect::<Vec<_>>() {
+        for at in client.await.unwrap() {
+            println!("ADMITTED {at}");
+        }
+    }
+}
+
+/// The largest excess over `burst + rate × t` of any window of admissions
+/// (times in µs, sorted): for every pair i ≤ j, the j - i + 1 admissions
+/// in [t_i, t_j] against `burst + rate × (t_j - t_i)`.
+fn worst_excess(times: &[u128], rate: f64, burst: u64) -> f64 {
+    let mut worst = f64::NEG_INFINITY;
+    // max over i ≤ j of (j - i + 1) - rate (t_j - t_i) = (j + 1 - rate t_j) - min_i (i - rate t_i)
+    let mut least = f64::INFINITY;
+    // Times from the first: absolute µs since 1970 times a rate would
+    // lose the fractions this compares.
+    let first = times.first().copied().unwrap_or(0);
+    for (j, &t) in times.iter().enumerate() {
+        let t = (t - first) as f64 / 1e6;
+        least = least.min(j as f64 - rate * t);
+        worst = worst.max((j as f64 + 1.0 - rate * t) - least - burst as f64);
+    }
+    worst
+}
+
+#[test]
+fn sixty_four_clients_starting_together_never_pass_the_bound() {
+    let server = RedisServer::start().unwrap();
+    let start = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+        + 1_500;
+    // Ten windows of the burst's length (100 ms) and then some.
+    let run_ms = 1_500;
+    let children: Vec<_> = (0..4)
+        .map(|_| {
+            Command::new(std::env::current_exe().unwrap())
+                .args(["rate_child", "--exact", "--ignored", "--nocapture"])
+                .env("SECKILL_TEST_CHILD_URL", server.url())
+                .env("SECKILL_TEST_START_MS", start.to_string())
+                .env("SECKILL_TEST_RUN_MS", run_ms.to_string())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut times = Vec::new();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success());
+        let text = String::from_utf8(out.stdout).unwrap();
+        times.extend(
+            text.lines()
+                .filter_map(|l| l.strip_prefix("ADMITTED "))
+                .map(|t| t.parse::<u128>().unwrap()),
+        );
+    }
+    times.sort_unstable();
+    let span = (times[times.len() - 1] - times[0]) as f64 / 1e6;
+    let excess = worst_excess(&times, RATE, BURST);
+    eprintln!(
+        "{} admitted over {span:.3} s (bound {:.0}); worst window {excess:+.6} cells over the bound",
+        times.len(),
+        BURST as f64 + RATE * span
+    );
+    assert!(
+        excess <= 1e-6,
+        "a window admitted {excess} more than burst + rate × t"
+    );
+    // And the limiter admits what it may: the burst at once, then the rate.
+    assert!(
+        times.len() as f64 >= BURST as f64 + RATE * span * 0.9,
+        "only {} admitted over {span} s",
+        times.len()
+    );
+    // From the start, the burst and no more.
+    let first_ms: Vec<_> = times
+        .iter()
+        .take_while(|&&t| t < times[0] + 1_000)
+        .collect();
+    assert!(
+        first_ms.len() as u64 <= BURST + 1,
+        "{} in the first ms",
+        first_ms.len()
+    );
+}
+
+#[tokio::test]
+async fn a_refusal_says_how_long_to_wait_and_wait_waits_that_long() {
+    let server = RedisServer::start().unwrap();
+    let locks = common::connect(&server.url()).await;
+    let limiter = locks
+        .rate_limiter("w", Rate::per_second(20.0).burst(5))
+        .unwrap();
+    for left in (0..5).rev() {
+        let d = limiter.take(1).await.unwrap();
+        assert!(d.admitted);
+        assert_eq!(d.remaining, left);
+    }
+    let refused = limiter.take(1).await.unwrap();
+    assert!(!refused.admitted);
+    assert_eq!(refused.remaining, 0);
+    // One cell comes back every 50 ms.
+    assert!(
+        refused.retry_after <= Duration::from_millis(50),
+        "{refused:?}"
+    );
+    assert!(
+        refused.retry_after >= Duration::from_millis(40),
+        "{refused:?}"
+    );
+    assert!(
+        refused.reset_after >= Duration::from_millis(200),
+        "{refused:?}"
+    );
+    let started = Instant::now();
+    let d = limiter.wait(2, Duration::from_secs(1)).await.unwrap();
+    assert!(d.admitted);
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(90) && waited < Duration::from_millis(250),
+        "{waited:?}"
+    );
+    // A wait the limiter says would end past the timeout fails at once.
+    let started = Instant::now();
+    let e = limiter
+        .wait(5, Duration::from_millis(50))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::Timeout { .. }), "{e}");
+    assert!(started.elapsed() < Duration::from_millis(40));
+    // Asking for more than the burst can never be admitted: said at once.
+    let e = limiter.take(6).await.unwrap_err().to_string();
+    assert!(e.contains("must be 1 to the burst, 5"), "{e}");
+    for bad in [0.0, -1.0, f64::NAN, 2e6] {
+        let e = locks.rate_limiter("w", Rate::per_second(bad)).unwrap_err();
+        assert!(e.to_string().contains("invalid rate"), "{e}");
+    }
+    let e = locks
+        .rate_limiter("w", Rate::per_second(1.0).burst(0))
+        .unwrap_err();
+    assert!(e.to_string().contains("burst"), "{e}");
+}
+
+/// 100,000 decisions over 1,000 names, then the limiters left idle: no
+/// key is left once each is full again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_limiters_leave_no_keys() {
+    let server = RedisServer::start().unwrap();
+    let locks = common::connect(&server.url()).await;
+    let tasks: Vec<_> = (0..64)
+        .map(|t| {
+            let locks = locks.clone();
+            tokio::spawn(async move {
+                let mut admitted = 0;
+                for i in 0..100_000 / 64 + 1 {
+                    let name = format!("user-{}", (t * 7919 + i) % 1_000);
+                    let limiter = locks
+                        .rate_limiter(&name, Rate::per_second(50.0).burst(10))
+                        .unwrap();
+                    admitted += u64::from(limiter.take(1).await.unwrap().admitted);
+                }
+                admitted
+            })
+        })
+        .collect();
+    let mut admitted = 0;
+    for task in tasks {
+        admitted += task.await.unwrap();
+    }
+    let keys = common::live_keys(&server.url()).await.len();
+    assert!(keys > 0 && admitted > 0);
+    // A limiter is full again `burst / rate` (200 ms) after its last cell.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(
+        common::live_keys(&server.url()).await.len(),
+        0,
+        "keys left by idle limiters"
+    );
+}
+
+/// On a cluster the limiter lives on its name's master; the bound holds
+/// for clients of every node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_the_bound_holds_too() {
+    let cluster = RedisCluster::start(3, 0).unwrap();
+    let target = Target::cluster(&cluster.addresses().join(",")).unwrap();
+    let locks = Locks::new(&target).await.unwrap();
+    let rate = Rate::per_second(200.0).burst(20);
+    let end = Instant::now() + Duration::from_millis(800);
+    let tasks: Vec<_> = (0..16)
+        .map(|_| {
+            let limiter = locks.rate_limiter("c", rate).unwrap();
+            tokio::spawn(async move {
+                let mut admitted = Vec::new();
+                while Instant::now() < end {
+                    let d = limiter.take(1).await.unwrap();
+                    if d.admitted {
+                        admitted.push(d.decided_at.duration_since(UNIX_EPOCH).unwrap().as_micros());
+                    }
+                }
+                admitted
+            })
+        })
+        .collect();
+    let mut times = Vec::new();
+    for task in tasks {
+        times.extend(task.await.unwrap());
+    }
+    times.sort_unstable();
+    let excess = worst_excess(&times, 200.0, 20);
+    assert!(
+        excess <= 1e-6,
+        "{excess} over the bound; {} admitted",
+        times.len()
+    );
+    assert!(times.len() >= 20 + 100);
+}

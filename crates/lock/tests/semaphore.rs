@@ -1,0 +1,355 @@
+//! The semaphore on real servers, tested against the failures leased
+//! semaphores are known for: permits leaked by a crashed holder (a child
+//! process SIGKILLed while holding them), waiters that miss a release when
+//! the notification connection drops (32 waiters, the subscription killed
+//! over and over), waiters served out of order, a number of permits that
+//! cannot change while in use, keys left behind.
+
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use seckill_lock::{Error, Locks, RECHECK};
+use seckill_redis::Target;
+use seckill_testkit::RedisServer;
+
+mod common;
+
+#[tokio::test]
+async fn permits_are_counted_and_returned() {
+    let server = RedisServer::start().unwrap();
+    let locks = common::connect(&server.url()).await;
+    let sem = locks.semaphore("s", 3).unwrap();
+    let two = sem.try_acquire(2).await.unwrap().expect("2 of 3 free");
+    assert_eq!(two.len(), 2);
+    assert!(sem.try_acquire(2).await.unwrap().is_none(), "only 1 left");
+    let one = sem.try_acquire(1).await.unwrap().expect("1 left");
+    assert!(sem.try_acquire(1).await.unwrap().is_none());
+    for permit in two {
+        permit.release().await.unwrap();
+    }
+    let again = sem.try_acquire(2).await.unwrap().expect("2 returned");
+    drop(again); // released in the background
+    drop(one);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while sem.try_acquire(3).await.unwrap().is_none() {
+        assert!(Instant::now() < deadline, "dropped permits never returned");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // More than the semaphore has is refused at once, as is none.
+    for n in [0, 4] {
+        let e = sem.try_acquire(n).await.unwrap_err();
+        assert!(matches!(e, Error::Invalid { .. }), "{e}");
+    }
+    assert!(locks.semaphore("s", 0).is_err());
+}
+
+/// Waiters are served in arrival order, a large request included: a later
+/// waiter wanting one permit does not pass an earlier one wanting two.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_are_served_in_arrival_order() {
+    let server = RedisServer::start().unwrap();
+    let locks = common::connect(&server.url()).await;
+    let sem = locks.semaphore("fifo", 2).unwrap();
+    let mut held = sem.try_acquire(2).await.unwrap().unwrap();
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut waiters = Vec::new();
+    for (who, n) in [("big", 2), ("small", 1)] {
+        let (sem, order) = (sem.clone(), order.clone());
+        waiters.push(tokio::spawn(async move {
+            let permits = sem.acquire(n, Duration::from_secs(5)).await.unwrap();
+            order.lock().unwrap().push(who);
+            permits
+        }));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    held.pop().unwrap().release().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(order.lock().unwrap().is_empty(), "small passed big");
+    held.pop().unwrap().release().await.unwrap();
+    let big = waiters.remove(0).await.unwrap();
+    assert_eq!(*order.lock().unwrap(), ["big"]);
+    for permit in big {
+        permit.release().await.unwrap();
+    }
+    waiters.remove(0).await.unwrap();
+    assert_eq!(*order.lock().unwrap(), ["big", "small"]);
+}
+
+/// Run by `a_killed_holders_permits_return_within_their_lease` as a child
+/// process: takes two permits, says so, and waits to be killed.
+#[tokio::test]
+#[ignore = "helper process for another test"]
+async fn child_permit_holder() {
+    let Ok(url) = std::env::var("SECKILL_TEST_CHILD_URL") else {
+        return;
+    };
+    let locks = common::connect(&url).await;
+    let sem = locks
+        .semaphore("crash", 2)
+        .unwrap()
+        .lease(Duration::from_millis(500))
+        .watchdog(true);
+    let permits = sem.try_acquire(2).await.unwrap().unwrap();
+    println!("ACQUIRED");
+    let mut lost = permits[0].lost();
+    tokio::select! {
+        reason = lost.wait() => println!("LOST {reason:?}"),
+        () = tokio::time::sleep(Duration::from_secs(60)) => {}
+    }
+}
+
+/// A holder frozen (SIGSTOP) past its lease: its permits go to another,
+/// and once it runs again its lost signal fires before it can believe
+/// it still holds them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_holder_loses_its_permits_and_is_told() {
+    let server = RedisServer::start().unwrap();
+    let (mut child, mut lines) = common::child("child_permit_holder", &server.url(), &[]);
+    assert!(
+        lines.any(|l| l.is_ok_and(|l| l == "ACQUIRED")),
+        "child acquired"
+    );
+    let pid = child.id().to_string();
+    let signal = |s: &str| {
+        assert!(
+            Command::new("kill")
+                .args([s, &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+    };
+    signal("-STOP");
+    let locks = common::connect(&server.url()).await;
+    let sem = locks.semaphore("crash", 2).unwrap();
+    let taken = sem.acquire(2, Duration::from_secs(5)).await.unwrap();
+    signal("-CONT");
+    let said = tokio::task::spawn_blocking(move || lines.find_map(Result::ok))
+        .await
+        .unwrap()
+        .unwrap_or_default();
+    assert!(said == "LOST Expired" || said == "LOST Taken", "{said}");
+    assert!(!taken[0].is_lost());
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_holders_permits_return_within_their_lease() {
+    let server = RedisServer::start().unwrap();
+    let (mut child, mut lines) = common::child("child_permit_holder", &server.url(), &[]);
+    assert!(
+        lines.any(|l| l.is_ok_and(|l| l == "ACQUIRED")),
+        "child acquired"
+    );
+    let locks = common::connect(&server.url()).await;
+    let sem = locks.semaphore("crash", 2).unwrap();
+    // Held and renewed by the child's watchdog past its lease.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(sem.try_acquire(1).await.unwrap().is_none());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let killed = Instant::now();
+    let permits = sem.acquire(2, Duration::from_secs(5)).await.unwrap();
+    let waited = killed.elapsed();
+    assert_eq!(permits.len(), 2);
+    // The lease (500 ms) and at most one re-check.
+    assert!(
+        waited <= Duration::from_millis(500) + RECHECK + Duration::from_millis(150),
+        "{waited:?}"
+    );
+}
+
+/// 32 waiters in a chain of hand-offs while the client's notification
+/// subscription is killed every 20 ms: notifications are lost, and no
+/// waiter sleeps past its grant longer than the bounded re-check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_notifications_delay_a_waiter_by_the_recheck_at_most() {
+    let server = RedisServer::start().unwrap();
+    let locks = common::connect(&server.url()).await;
+    let sem = locks.semaphore("chain", 1).unwrap();
+    let mut first = sem.try_acquire(1).await.unwrap().unwrap();
+    let waiters: Vec<_> = (0..32)
+        .map(|_| {
+            let sem = sem.clone();
+            tokio::spawn(async move {
+                let mut permits = sem.acquire(1, Duration::from_secs(30)).await.unwrap();
+                let got = Instant::now();
+                permits.pop().unwrap().release().await.unwrap();
+                (got, Instant::now())
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let killer = {
+        let url = server.url();
+        tokio::spawn(async move {
+            let mut conn = Target::server(&url).connect().await.unwrap();
+            loop {
+                let _: redis::RedisResult<i64> = redis::cmd("CLIENT")
+                    .arg("KILL")
+                    .arg("TYPE")
+                    .arg("pubsub")
+                    .query_async(&mut conn)
+                    .await;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+    };
+    let released = Instant::now();
+    first.pop().unwrap().release().await.unwrap();
+    let mut chain = Vec::new();
+    for waiter in waiters {
+        chain.push(waiter.await.unwrap());
+    }
+    killer.abort();
+    chain.sort();
+    // Each grant follows the release before it by at most the re-check.
+    let mut previous = released;
+    let mut slowest = Duration::ZERO;
+    for (got, released) in chain {
+        slowest = slowest.max(got.saturating_duration_since(previous));
+        previous = released;
+    }
+    eprintln!("slowest hand-off with notifications lost: {slowest:?}");
+    assert!(
+        slowest <= RECHECK + Duration::from_millis(150),
+        "{slowest:?}"
+    );
+}
+
+/// The number of permits changed live: raising it serves the waiters at
+/// once; every client sees it; it goes with the semaphore's keys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_number_of_permits_changes_live() {
+    let server = RedisServer::start().unwrap();
+    let locks = common::connect(&server.url()).await;
+    let sem = locks
+        .semaphore("live", 1)
+        .unwrap()
+        .lease(Duration::from_millis(300));
+    let held = sem.try_acquire(1).await.unwrap().unwrap();
+    let waiters: Vec<_> = (0..3)
+        .map(|_| {
+            let sem = sem.clone();
+            tokio::spawn(async move { sem.acquire(1, Duration::from_secs(5)).await.unwrap() })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Another client (another process's view: its own number is 1).
+    let other = common::connect(&server.url()).await;
+    let held_now = other
+        .semaphore("live", 1)
+        .unwrap()
+        .lease(Duration::from_millis(300))
+        .set_permits(4)
+        .await
+        .unwrap();
+    assert_eq!(held_now, 4, "the three waiters were served at once");
+    let started = Instant::now();
+    for waiter in waiters {
+        waiter.await.unwrap();
+    }
+    assert!(started.elapsed() < Duration::from_millis(100));
+    drop(held);
+    // Once every lease ended (and the setting's own lease, 300 ms),
+    // nothing is left, the setting included.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(common::live_keys(&server.url()).await, Vec::<String>::new());
+}
+
+/// 100,000 acquire/release pairs over 1,000 names, some permits left to
+/// expire: no key is left once the leases end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_key_is_left_once_leases_end() {
+    let server = RedisServer::start().unwrap();
+    let locks = common::connect(&server.url()).await;
+    let tasks: Vec<_> = (0..64)
+        .map(|t| {
+            let locks = locks.clone();
+            tokio::spawn(async move {
+                for i in 0..100_000 / 2 / 64 + 1 {
+                    let name = format!("s{}", (t * 7919 + i) % 1_000);
+                    let sem = locks
+                        .semaphore(&name, 2)
+                        .unwrap()
+                        .lease(Duration::from_millis(300));
+                    if let Ok(mut permits) = sem.acquire(1, Duration::from_millis(100)).await {
+                        // One in ten is left to its lease, as a crash would.
+                        if i % 10 != 0 {
+                            permits.pop().unwrap().release().await.unwrap();
+                        } else {
+                            std::mem::forget(permits);
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(
+        common::live_keys(&server.url()).await,
+        Vec::<String>::new(),
+        "keys left by idle semaphores"
+    );
+}
+
+#[test]
+fn redlock_has_no_semaphore() {
+    let locks = Locks::builder()
+        .redlock(vec![common::client("redis://127.0.0.1:1/")])
+        .unwrap();
+    let e = locks.semaphore("s", 1).unwrap_err().to_string();
+    assert!(e.contains("not Redlock"), "{e}");
+}
+
+/// On a cluster the semaphore lives on its name's master; when that master
+/// is SIGKILLed, the permits its replica had survive the failover, and
+/// waiters on other nodes' subscriptions are still served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_permits_survive_a_failover_once_replicated() {
+    let mut cluster = seckill_testkit::RedisCluster::start(3, 1).unwrap();
+    let target = Target::cluster(&cluster.addresses().join(",")).unwrap();
+    let locks = Locks::new(&target).await.unwrap();
+    let sem = locks
+        .semaphore("c", 3)
+        .unwrap()
+        .lease(Duration::from_secs(20));
+    let held = sem.try_acquire(2).await.unwrap().unwrap();
+    // Give the replica the grant (replication is asynchronous: a grant
+    // made the instant before the kill can be lost with the master).
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let slot = cluster.slot_of("seckill:lock:sem:{c}:holders").unwrap();
+    let master = cluster.master_of(slot).unwrap();
+    let cluster = tokio::task::spawn_blocking(move || {
+        cluster.kill_master(master).unwrap();
+        cluster
+    })
+    .await
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let one = loop {
+        match sem.try_acquire(1).await {
+            Ok(Some(one)) => break one,
+            Ok(None) => panic!("the permits held before the failover were not kept"),
+            Err(_) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
+            Err(e) => panic!("{e}"),
+        }
+    };
+    assert!(sem.try_acquire(1).await.unwrap().is_none(), "3 held of 3");
+    // A waiter is served by a release on the new master.
+    let waiter = {
+        let sem = sem.clone();
+        tokio::spawn(async move { sem.acquire(1, Duration::from_secs(5)).await.unwrap() })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    drop(one);
+    waiter.await.unwrap();
+    drop((held, cluster));
+}

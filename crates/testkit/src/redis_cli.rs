@@ -1,0 +1,54 @@
+//! `redis-cli` for the rigs: a command to one node, and the waits built
+//! on it. Going through `redis-cli` keeps this crate free of a Redis client.
+
+use std::io;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Runs `redis-cli -p PORT ARGS…` with a short timeout; its answer, or an
+/// error for an error reply or an unreachable node.
+pub(crate) fn cli(port: u16, args: &[&str]) -> io::Result<String> {
+    cli_as(port, None, args)
+}
+
+/// [`cli`] with a password (given in the environment, not on the command
+/// line, where `ps` would show it).
+pub(crate) fn cli_as(port: u16, password: Option<&str>, args: &[&str]) -> io::Result<String> {
+    let mut cmd = Command::new("timeout");
+    cmd.args(["2", "redis-cli", "-p", &port.to_string()])
+        .args(args);
+    if let Some(password) = password {
+        cmd.env("REDISCLI_AUTH", password);
+    }
+    let output = cmd.output()?;
+    let text = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    let failed = !output.status.success()
+        || text.starts_with("ERR")
+        || text.starts_with("Could not connect")
+        || text.starts_with("(error)");
+    if failed {
+        return Err(io::Error::other(format!(
+            "redis-cli -p {port} {}: {text}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr).trim()
+        )));
+    }
+    Ok(text)
+}
+
+/// Whether node `port` is a replica whose link to its master is up.
+pub(crate) fn synced_replica(port: u16) -> bool {
+    cli(port, &["info", "replication"])
+        .is_ok_and(|i| i.contains("role:slave") && i.contains("master_link_status:up"))
+}
+
+pub(crate) fn settle_or_fail(deadline: Instant, what: &str) -> io::Result<()> {
+    if Instant::now() > deadline {
+        return Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("Redis did not settle: waiting for {what}"),
+        ));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    Ok(())
+}
