@@ -1,7 +1,8 @@
 //! The count-down latch on real servers: waiters woken when the count
 //! reaches zero (by notification, and by the re-check when the
 //! subscription is killed), a count that cannot be set twice, a timeout,
-//! and no key left by latches, finished or abandoned.
+//! and no key left by latches, finished or abandoned; the first two on a
+//! cluster too (`on_both!`).
 
 use std::time::{Duration, Instant};
 
@@ -11,10 +12,10 @@ use seckill_testkit::RedisServer;
 
 mod common;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn waiters_wake_when_the_count_reaches_zero() {
-    let server = RedisServer::start().unwrap();
-    let locks = common::connect(&server.url()).await;
+use common::Rig;
+
+async fn waiters_wake_when_the_count_reaches_zero(rig: Rig) {
+    let locks = rig.locks().await;
     let latch = locks.latch("warm").unwrap();
     assert!(latch.try_set_count(3).await.unwrap());
     assert!(
@@ -32,7 +33,7 @@ async fn waiters_wake_when_the_count_reaches_zero() {
         .collect();
     tokio::time::sleep(Duration::from_millis(100)).await;
     // Another client counts down.
-    let other = common::connect(&server.url()).await.latch("warm").unwrap();
+    let other = rig.locks().await.latch("warm").unwrap();
     assert_eq!(other.count_down().await.unwrap(), 2);
     assert_eq!(other.count_down().await.unwrap(), 1);
     assert_eq!(latch.count().await.unwrap(), 1);
@@ -53,13 +54,13 @@ async fn waiters_wake_when_the_count_reaches_zero() {
     // nothing is left in Redis.
     latch.wait(Duration::from_millis(1)).await.unwrap();
     assert_eq!(latch.count_down().await.unwrap(), 0);
-    assert_eq!(common::live_keys(&server.url()).await.len(), 0);
+    assert_eq!(rig.live_keys().await.len(), 0);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lost_notification_costs_the_recheck_at_most() {
-    let server = RedisServer::start().unwrap();
-    let locks = common::connect(&server.url()).await;
+on_both!(waiters_wake_when_the_count_reaches_zero);
+
+async fn a_lost_notification_costs_the_recheck_at_most(rig: Rig) {
+    let locks = rig.locks().await;
     let latch = locks.latch("lost").unwrap();
     latch.try_set_count(1).await.unwrap();
     let waiter = {
@@ -70,15 +71,7 @@ async fn a_lost_notification_costs_the_recheck_at_most() {
         })
     };
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let mut conn = Target::server(&server.url()).connect().await.unwrap();
-    let killed: i64 = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("pubsub")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    assert_eq!(killed, 1);
+    assert_eq!(rig.kill_pubsub().await, 1, "one subscription per client");
     let opened = Instant::now();
     latch.count_down().await.unwrap();
     let woke = waiter.await.unwrap();
@@ -88,6 +81,8 @@ async fn a_lost_notification_costs_the_recheck_at_most() {
         woke - opened
     );
 }
+
+on_both!(a_lost_notification_costs_the_recheck_at_most);
 
 #[tokio::test]
 async fn a_wait_times_out_and_a_count_lasts_its_lease_at_most() {

@@ -2,19 +2,19 @@
 //! locks are known for: a writer starved by steady readers (32 readers
 //! looping in another process), a holder frozen (SIGSTOP) past its lease
 //! that then writes (refused by the fence, its lost signal fired), fences
-//! that go backwards, keys left behind; on a cluster too.
+//! that go backwards, keys left behind. Each failure test runs on one
+//! server and on a cluster (`on_both!`).
 
 use std::io::Write;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use seckill_lock::{Access, Locks};
-use seckill_redis::Target;
-use seckill_testkit::{RedisCluster, RedisServer};
+use seckill_lock::Access;
+use seckill_testkit::RedisServer;
 
 mod common;
 
-use common::fenced_write;
+use common::{Rig, fenced_write};
 
 #[tokio::test]
 async fn readers_share_a_writer_is_alone_and_fences_only_grow() {
@@ -70,13 +70,11 @@ async fn looping_readers() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_writer_gets_in_under_32_looping_readers() {
-    let server = RedisServer::start().unwrap();
-    let (mut child, mut lines) = common::child("looping_readers", &server.url(), &[]);
+async fn a_writer_gets_in_under_32_looping_readers(rig: Rig) {
+    let (mut child, mut lines) = common::child("looping_readers", &rig.spec(), &[]);
     assert!(lines.any(|l| l.is_ok_and(|l| l == "READING")));
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let locks = common::connect(&server.url()).await;
+    let locks = rig.locks().await;
     let rw = locks.rwlock("busy").unwrap();
     assert!(
         rw.try_write().await.unwrap().is_none(),
@@ -99,6 +97,8 @@ async fn a_writer_gets_in_under_32_looping_readers() {
     assert!(*slowest < Duration::from_millis(300), "{waits:?}");
 }
 
+on_both!(a_writer_gets_in_under_32_looping_readers);
+
 /// The writer process: takes the write lock with a watchdog, says its
 /// fence, then on a line of input writes through the fence and reports.
 #[tokio::test]
@@ -118,14 +118,16 @@ async fn frozen_writer() {
     let mut line = String::new();
     std::io::stdin().read_line(&mut line).unwrap();
     let lost = guard.is_lost();
-    let written = fenced_write(&url, guard.fence(), "stale").await;
+    let resource = std::env::var("SECKILL_TEST_RESOURCE_URL").unwrap();
+    let written = fenced_write(&resource, guard.fence(), "stale").await;
     println!("WRITE {written} LOST {lost}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_writer_frozen_past_its_lease_is_fenced_off() {
-    let server = RedisServer::start().unwrap();
-    let (mut child, mut out) = common::child("frozen_writer", &server.url(), &[]);
+async fn a_writer_frozen_past_its_lease_is_fenced_off(rig: Rig) {
+    // The resource the fences guard: a server of its own.
+    let resource = RedisServer::start().unwrap();
+    let env = [("SECKILL_TEST_RESOURCE_URL", resource.url())];
+    let (mut child, mut out) = common::child("frozen_writer", &rig.spec(), &env);
     let mut next = |prefix: &str| {
         out.by_ref()
             .map_while(Result::ok)
@@ -144,7 +146,7 @@ async fn a_writer_frozen_past_its_lease_is_fenced_off() {
         );
     };
     signal("-STOP");
-    let locks = common::connect(&server.url()).await;
+    let locks = rig.locks().await;
     let guard = locks
         .rwlock("fenced")
         .unwrap()
@@ -152,13 +154,15 @@ async fn a_writer_frozen_past_its_lease_is_fenced_off() {
         .await
         .expect("the frozen writer's lease ran out");
     assert!(guard.fence() > old);
-    assert!(fenced_write(&server.url(), guard.fence(), "fresh").await);
+    assert!(fenced_write(&resource.url(), guard.fence(), "fresh").await);
     signal("-CONT");
     writeln!(child.stdin.as_mut().unwrap(), "write").unwrap();
     assert_eq!(next("WRITE "), "WRITE false LOST true");
     child.wait().unwrap();
     guard.release().await.unwrap();
 }
+
+on_both!(a_writer_frozen_past_its_lease_is_fenced_off);
 
 /// 100,000 operations over 1,000 locks, one grant in ten left to its
 /// lease: no key is left once the leases end.
@@ -199,12 +203,8 @@ async fn no_key_is_left_once_leases_end() {
     assert_eq!(common::live_keys(&server.url()).await, Vec::<String>::new());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_a_cluster_a_waiting_writer_is_handed_the_lock() {
-    let cluster = RedisCluster::start(3, 0).unwrap();
-    let locks = Locks::new(&Target::cluster(&cluster.addresses().join(",")).unwrap())
-        .await
-        .unwrap();
+async fn a_waiting_writer_is_handed_the_lock(rig: Rig) {
+    let locks = rig.locks().await;
     let rw = locks.rwlock("c").unwrap();
     let reading = rw.read(Duration::from_secs(1)).await.unwrap();
     let writer = {
@@ -219,3 +219,5 @@ async fn on_a_cluster_a_waiting_writer_is_handed_the_lock() {
     assert!(released.elapsed() < Duration::from_millis(200));
     assert!(writing.fence() > 0);
 }
+
+on_both!(a_waiting_writer_is_handed_the_lock);

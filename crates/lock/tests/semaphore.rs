@@ -3,7 +3,8 @@
 //! process SIGKILLed while holding them), waiters that miss a release when
 //! the notification connection drops (32 waiters, the subscription killed
 //! over and over), waiters served out of order, a number of permits that
-//! cannot change while in use, keys left behind.
+//! cannot change while in use, keys left behind. Each failure test runs
+//! on one server and on a cluster (`on_both!`).
 
 use std::process::Command;
 use std::sync::Arc;
@@ -14,6 +15,8 @@ use seckill_redis::Target;
 use seckill_testkit::RedisServer;
 
 mod common;
+
+use common::Rig;
 
 #[tokio::test]
 async fn permits_are_counted_and_returned() {
@@ -46,10 +49,8 @@ async fn permits_are_counted_and_returned() {
 
 /// Waiters are served in arrival order, a large request included: a later
 /// waiter wanting one permit does not pass an earlier one wanting two.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn waiters_are_served_in_arrival_order() {
-    let server = RedisServer::start().unwrap();
-    let locks = common::connect(&server.url()).await;
+async fn waiters_are_served_in_arrival_order(rig: Rig) {
+    let locks = rig.locks().await;
     let sem = locks.semaphore("fifo", 2).unwrap();
     let mut held = sem.try_acquire(2).await.unwrap().unwrap();
     let order = Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -75,6 +76,8 @@ async fn waiters_are_served_in_arrival_order() {
     waiters.remove(0).await.unwrap();
     assert_eq!(*order.lock().unwrap(), ["big", "small"]);
 }
+
+on_both!(waiters_are_served_in_arrival_order);
 
 /// Run by `a_killed_holders_permits_return_within_their_lease` as a child
 /// process: takes two permits, says so, and waits to be killed.
@@ -102,10 +105,8 @@ async fn child_permit_holder() {
 /// A holder frozen (SIGSTOP) past its lease: its permits go to another,
 /// and once it runs again its lost signal fires before it can believe
 /// it still holds them.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_frozen_holder_loses_its_permits_and_is_told() {
-    let server = RedisServer::start().unwrap();
-    let (mut child, mut lines) = common::child("child_permit_holder", &server.url(), &[]);
+async fn a_frozen_holder_loses_its_permits_and_is_told(rig: Rig) {
+    let (mut child, mut lines) = common::child("child_permit_holder", &rig.spec(), &[]);
     assert!(
         lines.any(|l| l.is_ok_and(|l| l == "ACQUIRED")),
         "child acquired"
@@ -121,7 +122,7 @@ async fn a_frozen_holder_loses_its_permits_and_is_told() {
         );
     };
     signal("-STOP");
-    let locks = common::connect(&server.url()).await;
+    let locks = rig.locks().await;
     let sem = locks.semaphore("crash", 2).unwrap();
     let taken = sem.acquire(2, Duration::from_secs(5)).await.unwrap();
     signal("-CONT");
@@ -135,15 +136,15 @@ async fn a_frozen_holder_loses_its_permits_and_is_told() {
     child.wait().unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_killed_holders_permits_return_within_their_lease() {
-    let server = RedisServer::start().unwrap();
-    let (mut child, mut lines) = common::child("child_permit_holder", &server.url(), &[]);
+on_both!(a_frozen_holder_loses_its_permits_and_is_told);
+
+async fn a_killed_holders_permits_return_within_their_lease(rig: Rig) {
+    let (mut child, mut lines) = common::child("child_permit_holder", &rig.spec(), &[]);
     assert!(
         lines.any(|l| l.is_ok_and(|l| l == "ACQUIRED")),
         "child acquired"
     );
-    let locks = common::connect(&server.url()).await;
+    let locks = rig.locks().await;
     let sem = locks.semaphore("crash", 2).unwrap();
     // Held and renewed by the child's watchdog past its lease.
     tokio::time::sleep(Duration::from_millis(700)).await;
@@ -161,13 +162,13 @@ async fn a_killed_holders_permits_return_within_their_lease() {
     );
 }
 
+on_both!(a_killed_holders_permits_return_within_their_lease);
+
 /// 32 waiters in a chain of hand-offs while the client's notification
 /// subscription is killed every 20 ms: notifications are lost, and no
 /// waiter sleeps past its grant longer than the bounded re-check.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lost_notifications_delay_a_waiter_by_the_recheck_at_most() {
-    let server = RedisServer::start().unwrap();
-    let locks = common::connect(&server.url()).await;
+async fn lost_notifications_delay_a_waiter_by_the_recheck_at_most(rig: Rig) {
+    let locks = rig.locks().await;
     let sem = locks.semaphore("chain", 1).unwrap();
     let mut first = sem.try_acquire(1).await.unwrap().unwrap();
     let waiters: Vec<_> = (0..32)
@@ -182,17 +183,12 @@ async fn lost_notifications_delay_a_waiter_by_the_recheck_at_most() {
         })
         .collect();
     tokio::time::sleep(Duration::from_millis(200)).await;
+    let rig = Arc::new(rig);
     let killer = {
-        let url = server.url();
+        let rig = rig.clone();
         tokio::spawn(async move {
-            let mut conn = Target::server(&url).connect().await.unwrap();
             loop {
-                let _: redis::RedisResult<i64> = redis::cmd("CLIENT")
-                    .arg("KILL")
-                    .arg("TYPE")
-                    .arg("pubsub")
-                    .query_async(&mut conn)
-                    .await;
+                rig.kill_pubsub().await;
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         })
@@ -219,12 +215,12 @@ async fn lost_notifications_delay_a_waiter_by_the_recheck_at_most() {
     );
 }
 
+on_both!(lost_notifications_delay_a_waiter_by_the_recheck_at_most);
+
 /// The number of permits changed live: raising it serves the waiters at
 /// once; every client sees it; it goes with the semaphore's keys.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_number_of_permits_changes_live() {
-    let server = RedisServer::start().unwrap();
-    let locks = common::connect(&server.url()).await;
+async fn the_number_of_permits_changes_live(rig: Rig) {
+    let locks = rig.locks().await;
     let sem = locks
         .semaphore("live", 1)
         .unwrap()
@@ -238,7 +234,7 @@ async fn the_number_of_permits_changes_live() {
         .collect();
     tokio::time::sleep(Duration::from_millis(100)).await;
     // Another client (another process's view: its own number is 1).
-    let other = common::connect(&server.url()).await;
+    let other = rig.locks().await;
     let held_now = other
         .semaphore("live", 1)
         .unwrap()
@@ -256,8 +252,10 @@ async fn the_number_of_permits_changes_live() {
     // Once every lease ended (and the setting's own lease, 300 ms),
     // nothing is left, the setting included.
     tokio::time::sleep(Duration::from_millis(700)).await;
-    assert_eq!(common::live_keys(&server.url()).await, Vec::<String>::new());
+    assert_eq!(rig.live_keys().await, Vec::<String>::new());
 }
+
+on_both!(the_number_of_permits_changes_live);
 
 /// 100,000 acquire/release pairs over 1,000 names, some permits left to
 /// expire: no key is left once the leases end.

@@ -210,11 +210,6 @@ impl RedisSentinels {
         cli_as(plain, self.options.password.as_deref(), &["role"])
     }
 
-    fn info(&self, port: u16, section: &str) -> io::Result<String> {
-        let plain = self.plain_port(port)?;
-        cli_as(plain, self.options.password.as_deref(), &["info", section])
-    }
-
     fn plain_port(&self, port: u16) -> io::Result<u16> {
         self.servers
             .iter()

@@ -2,6 +2,8 @@
 #![allow(dead_code)]
 
 use seckill_lock::{Guard, Locks};
+use seckill_redis::Target;
+use seckill_testkit::{RedisCluster, RedisServer};
 
 /// A client for `url` made as the lock's documentation asks: with
 /// `TCP_NODELAY`, so hand-off timings are not Nagle's delayed writes.
@@ -14,11 +16,104 @@ pub fn client(url: &str) -> redis::Client {
     redis::Client::open(info).unwrap()
 }
 
-/// Locks on the server at `url`.
-pub async fn connect(url: &str) -> Locks {
-    Locks::new(&seckill_redis::Target::server(url))
-        .await
-        .unwrap()
+/// Locks on `spec`: a server's URL, or `cluster:` and a cluster's seed
+/// nodes ([`Rig::spec`]).
+pub async fn connect(spec: &str) -> Locks {
+    Locks::new(&target(spec)).await.unwrap()
+}
+
+/// The target `spec` names, as [`connect`] reads it.
+pub fn target(spec: &str) -> Target {
+    match spec.strip_prefix("cluster:") {
+        Some(seeds) => Target::cluster(seeds).unwrap(),
+        None => Target::server(spec),
+    }
+}
+
+/// Where a test's locks live: one server, or a cluster of three masters,
+/// so each failure test runs on both (see [`on_both`]).
+pub enum Rig {
+    Server(RedisServer),
+    Cluster(RedisCluster),
+}
+
+impl Rig {
+    pub fn server() -> Self {
+        Self::Server(RedisServer::start().unwrap())
+    }
+
+    pub fn cluster() -> Self {
+        Self::Cluster(RedisCluster::start(3, 0).unwrap())
+    }
+
+    /// What [`connect`] and a child process (`SECKILL_TEST_CHILD_URL`) take.
+    pub fn spec(&self) -> String {
+        match self {
+            Self::Server(server) => server.url(),
+            Self::Cluster(cluster) => format!("cluster:{}", cluster.addresses().join(",")),
+        }
+    }
+
+    pub async fn locks(&self) -> Locks {
+        connect(&self.spec()).await
+    }
+
+    /// The URL of every server holding keys.
+    fn urls(&self) -> Vec<String> {
+        match self {
+            Self::Server(server) => vec![server.url()],
+            Self::Cluster(cluster) => cluster
+                .addresses()
+                .iter()
+                .map(|a| format!("redis://{a}/"))
+                .collect(),
+        }
+    }
+
+    /// The keys alive on every node.
+    pub async fn live_keys(&self) -> Vec<String> {
+        let mut keys = Vec::new();
+        for url in self.urls() {
+            keys.extend(live_keys(&url).await);
+        }
+        keys
+    }
+
+    /// Kills every pub/sub connection on every node, as a network fault
+    /// would; answers how many there were.
+    pub async fn kill_pubsub(&self) -> i64 {
+        let mut killed = 0;
+        for url in self.urls() {
+            let mut conn = Target::server(&url).connect().await.unwrap();
+            let n: redis::RedisResult<i64> = redis::cmd("CLIENT")
+                .arg("KILL")
+                .arg("TYPE")
+                .arg("pubsub")
+                .query_async(&mut conn)
+                .await;
+            killed += n.unwrap_or(0);
+        }
+        killed
+    }
+}
+
+/// Runs `async fn $test(rig: Rig)` twice, as `$test::on_a_server` and
+/// `$test::on_a_cluster`.
+#[macro_export]
+macro_rules! on_both {
+    ($test:ident) => {
+        mod $test {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn on_a_server() {
+                super::$test($crate::common::Rig::server()).await
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn on_a_cluster() {
+                super::$test($crate::common::Rig::cluster()).await
+            }
+        }
+    };
 }
 
 /// `try_acquire` of lock `name` with default settings, panicking on errors.
