@@ -28,14 +28,30 @@ cp scripts/peers/bench.mjs "$PEERS/"
 (cd "$PEERS" && npm install --silent --no-audit --no-fund redis-semaphore rate-limiter-flexible ioredis >/dev/null)
 PRPORT=$(free_port)
 redis-server --port "$PRPORT" --save '' --appendonly no --daemonize no --logfile "$OUT/peers-redis.log" &
-PIDS+=($!)
+PRPID=$!
+PIDS+=($PRPID)
 for _ in $(seq 50); do redis-cli -p "$PRPORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+# The server's CPU time (user + system, /proc/PID/stat) around each run:
+# Redis runs on one core, so its CPU per operation bounds what any client
+# can reach, and noise barely moves it.
+TCK=$(getconf CLK_TCK)
+redis_cpu() { awk '{print $14 + $15}' "/proc/$PRPID/stat"; }
+with_cpu() { # WHO PRIMITIVE MODE COMMAND…: runs COMMAND, notes the server's CPU
+  local who=$1 p=$2 m=$3 before after
+  shift 3
+  before=$(redis_cpu)
+  "$@"
+  after=$(redis_cpu)
+  awk -v w="$who" -v p="$p" -v m="$m" -v t=$((after - before)) -v hz="$TCK" \
+    'BEGIN { printf "{\"who\":\"%s\",\"primitive\":\"%s\",\"mode\":\"%s\",\"redis_cpu_s\":%.3f}\n", w, p, m, t / hz }' \
+    >>"$OUT/siblings-cpu.jsonl"
+}
 for m in hot spread; do for p in mutex semaphore rwlock ratelimit; do
-  $S lock-bench --redis-url "redis://127.0.0.1:$PRPORT/" --primitive $p --mode $m --work empty \
-    --clients 32 --duration 10 --rate 1000 --burst 1000 --json >>"$OUT/siblings.jsonl"
+  with_cpu ours $p $m $S lock-bench --redis-url "redis://127.0.0.1:$PRPORT/" --primitive $p --mode $m \
+    --work empty --clients 32 --duration 10 --rate 1000 --burst 1000 --json >>"$OUT/siblings.jsonl"
   if [ $p != rwlock ]; then
-    node "$PEERS/bench.mjs" --port "$PRPORT" --primitive $p --mode $m --clients 32 --duration 10 \
-      --rate 1000 --burst 1000 >>"$OUT/peers.jsonl"
+    with_cpu peer $p $m node "$PEERS/bench.mjs" --port "$PRPORT" --primitive $p --mode $m --clients 32 \
+      --duration 10 --rate 1000 --burst 1000 >>"$OUT/peers.jsonl"
   fi
 done; done
 

@@ -155,6 +155,41 @@ if lines("siblings.jsonl"):
              "check", "peer", "peer ops/s", "× peer", "peer wait p99 ms",
              "peer hand-off p99 ms", "peer redis µs per op", "peer check"], rows))
     p("")
+    cpu = {(r["who"], r["primitive"], r["mode"]): r["redis_cpu_s"]
+           for r in lines("siblings-cpu.jsonl")}
+    if cpu:
+        p("### What one Redis core allows\n")
+        p("Redis runs commands on one core, so its CPU time per operation (user + system "
+          "time of the server from `/proc/PID/stat` around each run above, over the "
+          "operations the run counted) bounds the operations per second any client can "
+          "reach: one core's second over that time. `busy` is the share of the run that "
+          "core spent working. The last columns ask what twice the peer's rate would "
+          "take at our CPU per operation: over 100 % of a core cannot be reached by any "
+          "client, whatever its latency.\n")
+        rows = []
+        for r in lines("siblings.jsonl"):
+            prim = r.get("primitive", "mutex")
+            ops = r.get("operations", r.get("acquisitions"))
+            ours = cpu.get(("ours", prim, r["mode"]))
+            peer = peers.get((prim, r["mode"]))
+            theirs = cpu.get(("peer", prim, r["mode"]))
+            if ours is None or not ops:
+                continue
+            per_op = ours * 1e6 / ops
+            row = [prim, r["mode"], num(per_op, 1), num(100 * ours / r["duration_s"]),
+                   num(1e6 / per_op)]
+            if peer and theirs is not None and peer["operations"]:
+                twice = 2 * peer["operations_per_s"]
+                row += [num(theirs * 1e6 / peer["operations"], 1),
+                        num(100 * theirs / peer["duration_s"]), num(twice),
+                        num(100 * twice * per_op / 1e6)]
+            else:
+                row += ["–"] * 4
+            rows.append(row)
+        p(table(["primitive", "mode", "redis cpu µs per op", "busy %", "one core allows ops/s",
+                 "peer redis cpu µs per op", "peer busy %", "2× peer ops/s",
+                 "2× peer needs % of a core"], rows))
+        p("")
 
 # --- sales
 p("## Sales: `seckill bench`\n")
