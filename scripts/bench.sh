@@ -34,15 +34,13 @@ for _ in $(seq 50); do redis-cli -p "$PRPORT" ping >/dev/null 2>&1 && break; sle
 # The server's CPU time (user + system, /proc/PID/stat) around each run:
 # Redis runs on one core, so its CPU per operation bounds what any client
 # can reach, and noise barely moves it.
-TCK=$(getconf CLK_TCK)
-redis_cpu() { awk '{print $14 + $15}' "/proc/$PRPID/stat"; }
 with_cpu() { # WHO PRIMITIVE MODE COMMAND…: runs COMMAND, notes the server's CPU
   local who=$1 p=$2 m=$3 before after
   shift 3
-  before=$(redis_cpu)
+  before=$(cpu_ticks "$PRPID")
   "$@"
-  after=$(redis_cpu)
-  awk -v w="$who" -v p="$p" -v m="$m" -v t=$((after - before)) -v hz="$TCK" \
+  after=$(cpu_ticks "$PRPID")
+  awk -v w="$who" -v p="$p" -v m="$m" -v t=$((after - before)) -v hz="$TICK" \
     'BEGIN { printf "{\"who\":\"%s\",\"primitive\":\"%s\",\"mode\":\"%s\",\"redis_cpu_s\":%.3f}\n", w, p, m, t / hz }' \
     >>"$OUT/siblings-cpu.jsonl"
 }

@@ -145,7 +145,7 @@ def row(d, f):
         return (
             "21", "the master SIGKILLed under Sentinel, `--durability replica`",
             "a master, 2 replicas, 3 sentinels (quorum 2, `down-after-milliseconds` 1,000); `serve` given only the sentinels; 8 HTTP buyers on one sale; the master SIGKILLed 1 s in",
-            "the service follows the promoted replica with nothing restarted; 0 acknowledged purchases lost (in Redis and in SQL); 0 oversold; each answer < 2.5 s; selling resumes within 1.5 s of the promotion; the audit finds nothing but unacknowledged orders the persister wrote to SQL before the master died (below)",
+            "the service follows the promoted replica with nothing restarted; 0 acknowledged purchases lost (in Redis and in SQL); 0 oversold; each answer < 2.5 s; selling resumes within 1.5 s of the promotion; the audit finds nothing: the persister, too, commits only what a replica has, so no unacknowledged order is in SQL only",
             f"sentinels promoted a replica after {n(f['promoted_ms'])} ms; selling resumed {n(f['resumed_ms'])} ms after the kill ({n(f['no_sale_for_ms'])} ms without a sale); "
             f"{n(f['unavailable_503'])} 503s, slowest answer {n(f['slowest_answer_ms'])} ms; {n(f['acknowledged_after_kill'])} sold after; "
             f"{n(f['acknowledged'])} acknowledged; forgotten by Redis **{f['forgotten']}**, missing in SQL {f['missing_in_sql']}; oversold {f['oversold']}; "

@@ -1,5 +1,6 @@
 //! `--durability` and `--replica-timeout-ms`: when a purchase is
-//! acknowledged, for `serve` and `bench` alike.
+//! acknowledged (`serve`, `bench`) and when an order is committed to SQL
+//! (`serve`, `persist`).
 
 use clap::Args as ClapArgs;
 
@@ -8,7 +9,9 @@ pub struct DurabilityArgs {
     /// When a purchase is acknowledged: `primary` when the master has it;
     /// `replica` once a replica has it too (`WAIT 1`), so a failover cannot
     /// lose it; past `--replica-timeout-ms` the buyer gets a 503 and
-    /// retries with the same request id.
+    /// retries with the same request id. With `replica` the persister
+    /// commits to SQL only what a replica has, so an order a failover
+    /// took from Redis is not in SQL either.
     #[arg(long, value_enum, default_value_t = DurabilityArg::Primary)]
     durability: DurabilityArg,
     /// With `--durability replica`: longest wait for a replica, in ms.

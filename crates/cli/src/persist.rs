@@ -32,6 +32,8 @@ pub struct Args {
     /// `seckill serve --restore-lost-sales`).
     #[arg(long)]
     restore_lost_sales: bool,
+    #[command(flatten)]
+    durability: crate::durability::DurabilityArgs,
 }
 
 pub async fn run(args: Args) -> Result<ExitCode> {
@@ -44,7 +46,8 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     let config = PersisterConfig {
         claim_idle: Duration::from_secs(args.claim_idle_secs),
         ..PersisterConfig::default()
-    };
+    }
+    .with_durability(args.durability.get());
     let redis = args.stores.redis()?;
     let persister = Persister::with_target(&redis, store.clone(), config)
         .await

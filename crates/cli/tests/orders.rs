@@ -435,3 +435,63 @@ fn commands_that_cannot_run_exit_2() {
         );
     }
 }
+
+/// `persist --durability replica` commits only what a replica has: on a
+/// master without one the orders stay out of SQL; once a replica has
+/// synced, the batch left pending is taken over and committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn persist_with_replica_durability_waits_for_a_replica() {
+    let ((master, _dir), url, db, engine) = stores("rep", 100).await;
+    let buy = engine.purchaser(Strategy::Atomic, "rep").await.unwrap();
+    for u in 0..20 {
+        buy.purchase(&PurchaseRequest::new(&format!("u{u}")))
+            .await
+            .unwrap();
+    }
+    let persist = spawn(&[
+        "persist",
+        "--redis-url",
+        &url,
+        "--database-url",
+        &db,
+        "--no-sweeper",
+        "--durability",
+        "replica",
+        "--replica-timeout-ms",
+        "100",
+        "--claim-idle-secs",
+        "3",
+    ]);
+    let audit = {
+        let (url, db) = (url.clone(), db.clone());
+        move || {
+            let args = [
+                "audit",
+                "--sale",
+                "rep",
+                "--redis-url",
+                &url,
+                "--database-url",
+                &db,
+            ];
+            seckill(&[&args[..], &["--json"]].concat())
+        }
+    };
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let report: serde_json::Value = serde_json::from_slice(&audit().stdout).unwrap();
+    assert_eq!(
+        report["orders_in_sql"], 0,
+        "committed with no replica: {report}"
+    );
+
+    let replica = seckill_testkit::Options::default()
+        .replica_of(master.port())
+        .start()
+        .unwrap();
+    let report = tokio::task::spawn_blocking(move || audit_until_persisted(20, audit))
+        .await
+        .unwrap();
+    assert_eq!(report["orders_in_sql"], 20);
+    terminate(persist);
+    drop(replica);
+}

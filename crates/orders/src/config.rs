@@ -49,6 +49,39 @@ pub struct PersisterConfig {
     /// How often every sale is read, and every abandoned batch looked for,
     /// whatever the signals said.
     pub full_read: Duration,
+    /// With `Some(timeout)`, what a read took is committed to SQL only
+    /// once a replica has it (`WAIT 1 timeout` after the read, on the
+    /// connection that read; replication is ordered, so a replica that
+    /// has the read has the purchases before it). A purchase its master
+    /// answered but no replica had, lost with the master in a failover,
+    /// then never reaches SQL either. A read left unconfirmed stays
+    /// pending and is taken over once `claim_idle` old, then committed
+    /// without asking again: a replica that far behind is not waited for.
+    /// Set by `--durability replica`; `None` (the default) commits at once.
+    pub replica_wait: Option<Duration>,
+}
+
+impl PersisterConfig {
+    /// Commits as purchases are acknowledged: with
+    /// [`Durability::Replica`](seckill_engine::Durability::Replica), only
+    /// what a replica has, waiting as long as a purchase would
+    /// ([`PersisterConfig::replica_wait`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use seckill_engine::Durability;
+    /// use seckill_orders::PersisterConfig;
+    /// let timeout = Duration::from_millis(250);
+    /// let config = PersisterConfig::default().with_durability(Durability::Replica { timeout });
+    /// assert_eq!(config.replica_wait, Some(timeout));
+    /// ```
+    pub fn with_durability(mut self, durability: seckill_engine::Durability) -> Self {
+        self.replica_wait = match durability {
+            seckill_engine::Durability::Primary => None,
+            seckill_engine::Durability::Replica { timeout } => Some(timeout),
+        };
+        self
+    }
 }
 
 impl Default for PersisterConfig {
@@ -66,6 +99,7 @@ impl Default for PersisterConfig {
             claim_idle: Duration::from_secs(5),
             housekeeping: Duration::from_millis(500),
             full_read: Duration::from_secs(300),
+            replica_wait: None,
         }
     }
 }

@@ -59,6 +59,26 @@ struct Read {
     reply: redis::RedisResult<Vec<String>>,
 }
 
+/// Whether a replica has every write `conn` sent to `key`'s master, the
+/// read just answered included, and the connection is still the one of
+/// `epoch`: a `WAIT` on a connection made again since would count none of
+/// the old one's writes.
+async fn on_a_replica(
+    conn: &mut Conn,
+    key: &str,
+    epoch: u64,
+    timeout: Duration,
+) -> redis::RedisResult<()> {
+    let acked = conn.wait_replicas(key.as_bytes(), 1, timeout).await?;
+    if acked >= 1 && conn.epoch() == epoch {
+        return Ok(());
+    }
+    Err(redis::RedisError::from((
+        redis::ErrorKind::Client,
+        "no replica confirmed the orders read in time; they are committed once one has them",
+    )))
+}
+
 /// Reads sent and not yet answered, kept from one round to the next.
 type Reads = FuturesUnordered<BoxFuture<'static, Read>>;
 
@@ -279,8 +299,17 @@ impl Inner {
             let addr = topology.addr(i);
             self.state().reading.insert(addr.clone());
             let mut conn = self.conn.clone();
+            let (news, replica_wait) = (keys.news.clone(), self.config.replica_wait);
             reads.push(Box::pin(async move {
-                let reply = call.invoke(&mut conn).await;
+                let epoch = conn.epoch();
+                let mut reply: redis::RedisResult<Vec<String>> = call.invoke(&mut conn).await;
+                // The first word says whether more waits; sales follow.
+                if let (Ok(answer), Some(timeout)) = (&reply, replica_wait)
+                    && answer.len() > 1
+                    && let Err(e) = on_a_replica(&mut conn, &news, epoch, timeout).await
+                {
+                    reply = Err(e);
+                }
                 Read { addr, sales, reply }
             }));
         }

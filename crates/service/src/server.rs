@@ -183,8 +183,12 @@ pub async fn start(config: Config) -> Result<Running, crate::Error> {
         until_stopped(),
     )));
     if config.background {
-        let persister =
-            Persister::with_target(&config.redis, store, PersisterConfig::default()).await?;
+        let persister = Persister::with_target(
+            &config.redis,
+            store,
+            PersisterConfig::default().with_durability(config.durability),
+        )
+        .await?;
         tasks.push(tokio::spawn(persister.run(until_stopped())));
         tasks.push(tokio::spawn(sweep_forever(
             engine.clone(),
