@@ -52,6 +52,11 @@ for m in hot spread; do for p in mutex semaphore rwlock ratelimit; do
       --duration 10 --rate 1000 --burst 1000 >>"$OUT/peers.jsonl"
   fi
 done; done
+# The floor under any client: the server's CPU for a round trip of the
+# cheapest command sent as the runs above send theirs (32 connections,
+# one request in flight on each). Its record's mode is the round trips.
+FLOOR_N=300000
+with_cpu floor ping $FLOOR_N redis-benchmark -p "$PRPORT" -c 32 -P 1 -n $FLOOR_N -t ping_mbulk -q >/dev/null
 
 step "bench: all strategies"
 mkdir -p docs/img

@@ -154,25 +154,18 @@ pub async fn start(config: Config) -> Result<Running, crate::Error> {
     ));
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let addr = listener.local_addr()?;
-    let serve_stopped = stopped.clone();
-    let until_stopped = move || {
-        let mut stopped = stopped.clone();
-        async move {
-            let _ = stopped.wait_for(|s| *s).await;
-        }
-    };
     let mut tasks = Vec::new();
     let app = router(state.clone());
     tasks.push(tokio::spawn(crate::listener::serve(
         listener,
         app,
         config.limits,
-        serve_stopped,
+        stopped.clone(),
     )));
     tasks.push(tokio::spawn(listen_for_restock(
         config.redis.clone(),
         state.clone(),
-        until_stopped(),
+        until_stopped(&stopped),
     )));
     // Even without the background work: its answer feeds the dashboard.
     tasks.push(tokio::spawn(watch_lost_forever(
@@ -180,29 +173,50 @@ pub async fn start(config: Config) -> Result<Running, crate::Error> {
         state.store.clone(),
         config.restore_lost_sales,
         state.lost.clone(),
-        until_stopped(),
+        until_stopped(&stopped),
     )));
     if config.background {
-        let persister = Persister::with_target(
-            &config.redis,
-            store,
-            PersisterConfig::default().with_durability(config.durability),
-        )
-        .await?;
-        tasks.push(tokio::spawn(persister.run(until_stopped())));
-        tasks.push(tokio::spawn(sweep_forever(
-            engine.clone(),
-            seckill_orders::SWEEP_EVERY,
-            until_stopped(),
-        )));
-        tasks.push(tokio::spawn(archive_forever(
-            engine,
-            state.store.clone(),
-            config.archive_after,
-            until_stopped(),
-        )));
+        tasks.extend(background(&config, engine, store, &stopped).await?);
     }
     Ok(Running { addr, stop, tasks })
+}
+
+/// Resolves once `stopped` says the service stops.
+fn until_stopped(stopped: &watch::Receiver<bool>) -> impl Future<Output = ()> + Send + 'static {
+    let mut stopped = stopped.clone();
+    async move {
+        let _ = stopped.wait_for(|s| *s).await;
+    }
+}
+
+/// The persister (committing as `config.durability` acknowledges), the
+/// expiry sweeper and the archiver, each a task until `stopped`.
+async fn background(
+    config: &Config,
+    engine: Engine,
+    store: Store,
+    stopped: &watch::Receiver<bool>,
+) -> Result<Vec<JoinHandle<()>>, crate::Error> {
+    let persister = Persister::with_target(
+        &config.redis,
+        store.clone(),
+        PersisterConfig::default().with_durability(config.durability),
+    )
+    .await?;
+    Ok(vec![
+        tokio::spawn(persister.run(until_stopped(stopped))),
+        tokio::spawn(sweep_forever(
+            engine.clone(),
+            seckill_orders::SWEEP_EVERY,
+            until_stopped(stopped),
+        )),
+        tokio::spawn(archive_forever(
+            engine,
+            store,
+            config.archive_after,
+            until_stopped(stopped),
+        )),
+    ])
 }
 
 /// The per-user and per-address rate limits `config` asks for.
