@@ -75,7 +75,7 @@ async fn on_a_replica(
     }
     Err(redis::RedisError::from((
         redis::ErrorKind::Client,
-        "no replica confirmed the orders read in time; they are committed once one has them",
+        "no replica confirmed the orders read in time; they stay pending until taken over",
     )))
 }
 
