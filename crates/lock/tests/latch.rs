@@ -108,25 +108,21 @@ async fn a_wait_times_out_and_a_count_lasts_its_lease_at_most() {
 async fn no_key_is_left_once_leases_end() {
     let server = RedisServer::start().unwrap();
     let locks = common::connect(&server.url()).await;
-    let tasks: Vec<_> = (0..64)
-        .map(|t| {
-            let locks = locks.clone();
-            tokio::spawn(async move {
-                for i in 0..100_000 / 2 / 64 + 1 {
-                    let name = format!("l{}", (t * 7919 + i) % 1_000);
-                    let latch = locks
-                        .latch(&name)
-                        .unwrap()
-                        .lease(Duration::from_millis(300));
-                    latch.try_set_count(2).await.unwrap();
-                    latch.count_down().await.unwrap();
-                }
-            })
-        })
-        .collect();
-    for task in tasks {
-        task.await.unwrap();
-    }
+    common::on_1000_names(
+        &locks,
+        "l",
+        100_000 / 2 / 64 + 1,
+        |locks, name, _| async move {
+            let latch = locks
+                .latch(&name)
+                .unwrap()
+                .lease(Duration::from_millis(300));
+            latch.try_set_count(2).await.unwrap();
+            latch.count_down().await.unwrap();
+            0
+        },
+    )
+    .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let left = common::live_keys(&server.url()).await;
     let mut conn = Target::server(&server.url()).connect().await.unwrap();

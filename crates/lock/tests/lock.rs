@@ -109,27 +109,18 @@ async fn fence_at_least_raises_the_next_fence_and_never_lowers_it() {
 async fn no_key_is_left_once_leases_end() {
     let server = RedisServer::start().unwrap();
     let locks = common::connect(&server.url()).await;
-    let tasks: Vec<_> = (0..64)
-        .map(|t| {
-            let locks = locks.clone();
-            tokio::spawn(async move {
-                for i in 0..100_000 / 64 + 1 {
-                    let name = format!("m{}", (t * 7919 + i) % 1_000);
-                    let lock = locks.lock(&name).unwrap().lease(Duration::from_millis(300));
-                    if let Ok(guard) = lock.acquire(Duration::from_millis(50)).await {
-                        if i % 10 == 0 {
-                            std::mem::forget(guard);
-                        } else {
-                            guard.release().await.unwrap();
-                        }
-                    }
-                }
-            })
-        })
-        .collect();
-    for task in tasks {
-        task.await.unwrap();
-    }
+    common::on_1000_names(&locks, "m", 100_000 / 64 + 1, |locks, name, i| async move {
+        let lock = locks.lock(&name).unwrap().lease(Duration::from_millis(300));
+        if let Ok(guard) = lock.acquire(Duration::from_millis(50)).await {
+            if i % 10 == 0 {
+                std::mem::forget(guard);
+            } else {
+                guard.release().await.unwrap();
+            }
+        }
+        0
+    })
+    .await;
     tokio::time::sleep(Duration::from_millis(600)).await;
     let keys = common::live_keys(&server.url()).await;
     assert!(

@@ -217,26 +217,18 @@ async fn a_refusal_says_how_long_to_wait_and_wait_waits_that_long() {
 async fn idle_limiters_leave_no_keys() {
     let server = RedisServer::start().unwrap();
     let locks = common::connect(&server.url()).await;
-    let tasks: Vec<_> = (0..64)
-        .map(|t| {
-            let locks = locks.clone();
-            tokio::spawn(async move {
-                let mut admitted = 0;
-                for i in 0..100_000 / 64 + 1 {
-                    let name = format!("user-{}", (t * 7919 + i) % 1_000);
-                    let limiter = locks
-                        .rate_limiter(&name, Rate::per_second(50.0).burst(10))
-                        .unwrap();
-                    admitted += u64::from(limiter.take(1).await.unwrap().admitted);
-                }
-                admitted
-            })
-        })
-        .collect();
-    let mut admitted = 0;
-    for task in tasks {
-        admitted += task.await.unwrap();
-    }
+    let admitted = common::on_1000_names(
+        &locks,
+        "user-",
+        100_000 / 64 + 1,
+        |locks, name, _| async move {
+            let limiter = locks
+                .rate_limiter(&name, Rate::per_second(50.0).burst(10))
+                .unwrap();
+            u64::from(limiter.take(1).await.unwrap().admitted)
+        },
+    )
+    .await;
     let keys = common::live_keys(&server.url()).await.len();
     assert!(keys > 0 && admitted > 0);
     // A limiter is full again `burst / rate` (200 ms) after its last cell.

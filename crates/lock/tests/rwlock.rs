@@ -170,35 +170,31 @@ on_both!(a_writer_frozen_past_its_lease_is_fenced_off);
 async fn no_key_is_left_once_leases_end() {
     let server = RedisServer::start().unwrap();
     let locks = common::connect(&server.url()).await;
-    let tasks: Vec<_> = (0..64)
-        .map(|t| {
-            let locks = locks.clone();
-            tokio::spawn(async move {
-                for i in 0..100_000 / 2 / 64 + 1 {
-                    let name = format!("rw{}", (t * 7919 + i) % 1_000);
-                    let rw = locks
-                        .rwlock(&name)
-                        .unwrap()
-                        .lease(Duration::from_millis(300));
-                    let taken = if i % 3 == 0 {
-                        rw.write(Duration::from_millis(100)).await
-                    } else {
-                        rw.read(Duration::from_millis(100)).await
-                    };
-                    if let Ok(guard) = taken {
-                        if i % 10 == 0 {
-                            std::mem::forget(guard);
-                        } else {
-                            guard.release().await.unwrap();
-                        }
-                    }
+    common::on_1000_names(
+        &locks,
+        "rw",
+        100_000 / 2 / 64 + 1,
+        |locks, name, i| async move {
+            let rw = locks
+                .rwlock(&name)
+                .unwrap()
+                .lease(Duration::from_millis(300));
+            let taken = if i % 3 == 0 {
+                rw.write(Duration::from_millis(100)).await
+            } else {
+                rw.read(Duration::from_millis(100)).await
+            };
+            if let Ok(guard) = taken {
+                if i % 10 == 0 {
+                    std::mem::forget(guard);
+                } else {
+                    guard.release().await.unwrap();
                 }
-            })
-        })
-        .collect();
-    for task in tasks {
-        task.await.unwrap();
-    }
+            }
+            0
+        },
+    )
+    .await;
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert_eq!(common::live_keys(&server.url()).await, Vec::<String>::new());
 }

@@ -263,31 +263,27 @@ on_both!(the_number_of_permits_changes_live);
 async fn no_key_is_left_once_leases_end() {
     let server = RedisServer::start().unwrap();
     let locks = common::connect(&server.url()).await;
-    let tasks: Vec<_> = (0..64)
-        .map(|t| {
-            let locks = locks.clone();
-            tokio::spawn(async move {
-                for i in 0..100_000 / 2 / 64 + 1 {
-                    let name = format!("s{}", (t * 7919 + i) % 1_000);
-                    let sem = locks
-                        .semaphore(&name, 2)
-                        .unwrap()
-                        .lease(Duration::from_millis(300));
-                    if let Ok(mut permits) = sem.acquire(1, Duration::from_millis(100)).await {
-                        // One in ten is left to its lease, as a crash would.
-                        if i % 10 != 0 {
-                            permits.pop().unwrap().release().await.unwrap();
-                        } else {
-                            std::mem::forget(permits);
-                        }
-                    }
+    common::on_1000_names(
+        &locks,
+        "s",
+        100_000 / 2 / 64 + 1,
+        |locks, name, i| async move {
+            let sem = locks
+                .semaphore(&name, 2)
+                .unwrap()
+                .lease(Duration::from_millis(300));
+            if let Ok(mut permits) = sem.acquire(1, Duration::from_millis(100)).await {
+                // One in ten is left to its lease, as a crash would.
+                if i % 10 != 0 {
+                    permits.pop().unwrap().release().await.unwrap();
+                } else {
+                    std::mem::forget(permits);
                 }
-            })
-        })
-        .collect();
-    for task in tasks {
-        task.await.unwrap();
-    }
+            }
+            0
+        },
+    )
+    .await;
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert_eq!(
         common::live_keys(&server.url()).await,

@@ -184,3 +184,32 @@ pub async fn live_keys(url: &str) -> Vec<String> {
         .await
         .unwrap()
 }
+
+/// Runs `step(locks, name, i)` for `i` in `0..steps` on each of 64 tasks,
+/// `name` one of 1,000 names starting with `prefix`, spread so tasks meet
+/// on names; waits for every task and answers the sum of the steps'
+/// answers. The load of the no-key-left tests.
+pub async fn on_1000_names<F, Fut>(locks: &Locks, prefix: &str, steps: usize, step: F) -> u64
+where
+    F: Fn(Locks, String, usize) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = u64> + Send,
+{
+    let tasks: Vec<_> = (0..64)
+        .map(|t| {
+            let (locks, step, prefix) = (locks.clone(), step.clone(), prefix.to_owned());
+            tokio::spawn(async move {
+                let mut sum = 0;
+                for i in 0..steps {
+                    let name = format!("{prefix}{}", (t * 7919 + i) % 1_000);
+                    sum += step(locks.clone(), name, i).await;
+                }
+                sum
+            })
+        })
+        .collect();
+    let mut sum = 0;
+    for task in tasks {
+        sum += task.await.unwrap();
+    }
+    sum
+}
