@@ -688,7 +688,10 @@ if spread:
       "the API, into one sale, then each into a random one of 10,000. Orders stay unpaid "
       "with a 2 s pay-by time, so each is bought, persisted, expired and its expiry "
       "persisted within the window: redis-server's CPU (`/proc/PID/task/*/schedstat`) "
-      "from the first purchase until every order is expired in SQL, per purchase.\n")
+      "from the first purchase until every order is expired in SQL, per purchase. "
+      "The clock starts once the start-up work is done: serve has read each sale once "
+      "(its background, and the purchaser it makes for a sale on first use), and Redis "
+      "is back to its idle rate.\n")
     p("```sh\nbash scripts/spread.sh\n```\n")
     base = next((r for r in spread if r["case"] == "one"), None)
     rate = base["purchases_per_s"] if base else None

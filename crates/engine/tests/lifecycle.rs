@@ -168,3 +168,60 @@ async fn paying_after_the_deadline_expires_the_order_on_the_spot() {
         "returned once"
     );
 }
+
+/// The next message on the restock channel within `wait`, if any.
+async fn restock_message(
+    messages: &mut (impl futures_util::Stream<Item = redis::Msg> + Unpin),
+    wait: Duration,
+) -> Option<String> {
+    use futures_util::StreamExt;
+    let msg = tokio::time::timeout(wait, messages.next()).await.ok()??;
+    msg.get_payload().ok()
+}
+
+#[tokio::test]
+async fn units_coming_back_announce_the_sale_only_when_it_had_none_left() {
+    let server = RedisServer::start().unwrap();
+    let engine = Engine::connect(&server.url()).await.unwrap();
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut pubsub = client.get_async_pubsub().await.unwrap();
+    pubsub
+        .subscribe(seckill_engine::RESTOCK_CHANNEL)
+        .await
+        .unwrap();
+    let mut messages = pubsub.into_on_message();
+    engine
+        .create_sale(&SaleSpec::new("s", 2).payment_timeout_secs(1))
+        .await
+        .unwrap();
+    // One unit left while it comes back: nobody can have seen the sale
+    // sold out since the last announcement, so none is sent.
+    let a = buy(&engine, "s", "a").await;
+    engine.cancel(&a).await.unwrap();
+    assert_eq!(
+        restock_message(&mut messages, Duration::from_millis(300)).await,
+        None
+    );
+    // Sold out, then a unit comes back by a cancel: announced.
+    let b = buy(&engine, "s", "b").await;
+    buy(&engine, "s", "c").await;
+    engine.cancel(&b).await.unwrap();
+    assert_eq!(
+        restock_message(&mut messages, Duration::from_secs(5)).await,
+        Some("s".to_owned())
+    );
+    // Sold out again, then the unpaid orders expire in one sweep: one
+    // announcement, whatever the units.
+    buy(&engine, "s", "d").await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(engine.expire_due("s", 100).await.unwrap(), 2);
+    assert_eq!(
+        restock_message(&mut messages, Duration::from_secs(5)).await,
+        Some("s".to_owned())
+    );
+    assert_eq!(
+        restock_message(&mut messages, Duration::from_millis(300)).await,
+        None
+    );
+    assert_eq!(engine.sale("s").await.unwrap().remaining, 2);
+}

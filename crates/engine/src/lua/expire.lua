@@ -1,16 +1,18 @@
--- expire_sale(sale, most, due_index): expires unpaid orders of one sale past
+-- expire_sale(sale, most, due_index, now): expires unpaid orders of one sale past
 -- their pay-by time, oldest first, looking at no more than `most` stream
 -- entries; then files the sale in its master's due index (sorted set of sale
 -- hash keys by when their next order comes due: crates/orders/src/news.rs).
 -- KEYS: the sale's lifecycle keys (lifecycle_common.lua), set per sale by
--- expire_due.lua. Returns { orders expired, 1 if more may be due else 0 }.
+-- expire_due.lua, which passes its `now` (ms, server clock; read here when
+-- nil). Returns { orders expired, 1 if more may be due else 0 }.
 -- The stream is in pay-by order (pay-by = entry time + payment timeout), so
 -- the sweep walks it from the cursor `swept`, which the persister never trims
 -- past; each order expires once, its state written where its units return.
--- Cost: 3 calls to read (HMGET, XRANGE, HMGET of states), 4-5 to expire a
--- wave whatever its size (see settle), 1 to move the cursor; with the due
--- index 2 more (XRANGE of the next entries, ZADD or ZREM).
-local function expire_sale(sale, most, due_index)
+-- Cost: 3 calls to read (HMGET, XRANGE, HMGET of states), 5-6 to expire a
+-- wave whatever its size and move the cursor (see settle), or 1 to move it
+-- alone; with the due index 2 more (XRANGE of the next entries, ZADD or
+-- ZREM).
+local function expire_sale(sale, most, due_index, now)
   local m = redis.call('HMGET', KEYS[1], 'gen', 'payment_timeout', 'swept', 'limit', 'n', 'q')
   if not m[1] then
     if due_index then
@@ -52,7 +54,7 @@ local function expire_sale(sale, most, due_index)
     end
   end
 
-  local cutoff = now_ms() - timeout
+  local cutoff = (now or now_ms()) - timeout
   if cutoff < 0 then
     file(m[3])
     return { 0, 0 }
@@ -94,9 +96,10 @@ local function expire_sale(sale, most, due_index)
     end
   end
   if #due > 0 then
-    settle(sale, gen, tonumber(m[4]), due, 'expired', armed(m[5], m[6]))
+    settle(sale, gen, tonumber(m[4]), due, 'expired', armed(m[5], m[6]), { 'swept', last })
+  else
+    redis.call('HSET', KEYS[1], 'swept', last)
   end
-  redis.call('HSET', KEYS[1], 'swept', last)
   local more = (looked < #entries or #entries == most) and 1 or 0
   if more == 0 then
     file(last)

@@ -32,7 +32,7 @@ local function expire_due_sales()
     if string.find(id, '~', 1, true) or (type(look) == 'table' and look.err) then
       left[#left + 1] = id
     else
-      local r = expire_sale(id, most, due_index)
+      local r = expire_sale(id, most, due_index, now)
       out[1] = out[1] + r[1]
       if r[2] == 1 then
         left[#left + 1] = id

@@ -36,12 +36,19 @@ end
 
 -- Moves pending orders ({ref, user, qty} each) to `state`. Cancelled and
 -- expired orders give their units back to the stock and, where the sale has
--- a limit, to the buyer's allowance, and say so on the restock channel.
+-- a limit, to the buyer's allowance; a sale that had none left says so on
+-- the restock channel (one that had some sent it when they came back, and
+-- a service's sold-out marks expire on their own besides).
 -- `news`: the news set to tell if the sale is armed, else false (see
--- armed, prelude.lua).
-local function settle(sale, gen, limit, orders, state, news)
+-- armed, prelude.lua). `also`: more fields for the sale hash ({name, value,
+-- …}, or nil), written with its counts and `q` in one HSET.
+local function settle(sale, gen, limit, orders, state, news, also)
+  local writes = also or {}
   if news then
-    tell(news, KEYS[1])
+    -- tell (prelude.lua), its write of `q` joined to the one below.
+    redis.pcall('SADD', news, KEYS[1])
+    writes[#writes + 1] = 'q'
+    writes[#writes + 1] = '1'
   end
   local states, event = {}, { state, gen }
   local back, per_user = 0, {}
@@ -56,26 +63,30 @@ local function settle(sale, gen, limit, orders, state, news)
   end
   redis.call('HSET', KEYS[3], unpack(states))
   if state ~= 'paid' then
+    -- One read and one write for the units and every buyer's count,
+    -- however many buyers the wave holds (at most 3,000, inside Lua's
+    -- unpack limit).
+    local fields, units = { 'left' }, {}
     if limit > 0 then
-      -- One read and one write for the units and every buyer's count,
-      -- however many buyers the wave holds (at most 3,000, inside Lua's
-      -- unpack limit).
-      local fields, units = { 'left' }, {}
       for user, n in pairs(per_user) do
         fields[#fields + 1] = 'u:' .. user
         units[#units + 1] = n
       end
-      local held = redis.call('HMGET', KEYS[1], unpack(fields))
-      local writes = { 'left', tonumber(held[1] or '0') + back }
-      for i = 2, #fields do
-        writes[#writes + 1] = fields[i]
-        writes[#writes + 1] = tonumber(held[i] or '0') - units[i - 1]
-      end
-      redis.call('HSET', KEYS[1], unpack(writes))
-    else
-      redis.call('HINCRBY', KEYS[1], 'left', back)
     end
-    redis.call('PUBLISH', 'seckill:restock', sale)
+    local held = redis.call('HMGET', KEYS[1], unpack(fields))
+    local left = tonumber(held[1] or '0')
+    writes[#writes + 1] = 'left'
+    writes[#writes + 1] = left + back
+    for i = 2, #fields do
+      writes[#writes + 1] = fields[i]
+      writes[#writes + 1] = tonumber(held[i] or '0') - units[i - 1]
+    end
+    if left <= 0 then
+      redis.call('PUBLISH', 'seckill:restock', sale)
+    end
+  end
+  if #writes > 0 then
+    redis.call('HSET', KEYS[1], unpack(writes))
   end
   redis.call('XADD', KEYS[2], '*', unpack(event))
 end
