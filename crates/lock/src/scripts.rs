@@ -106,4 +106,43 @@ mod tests {
             assert_eq!(released, 1);
         }
     }
+
+    /// The same for the semaphore: sent twice with permits to spare, the
+    /// second run renews the same permits instead of taking more; sent
+    /// twice when the first took the last permits, it answers that grant
+    /// instead of queueing.
+    #[tokio::test]
+    async fn a_semaphore_acquire_sent_twice_takes_its_permits_once() {
+        let server = seckill_testkit::RedisServer::start().unwrap();
+        let mut conn = seckill_redis::Target::server(&server.url())
+            .connect()
+            .await
+            .unwrap();
+        let keys: Vec<String> = ["holders", "queue", "waiters", "limit"]
+            .iter()
+            .map(|k| format!("t:sem:{{twice}}:{k}"))
+            .collect();
+        let count = |mut conn: Conn, key: String, cmd: &'static str| async move {
+            redis::cmd(cmd)
+                .arg(key)
+                .query_async::<i64>(&mut conn)
+                .await
+                .unwrap()
+        };
+        for permits in ["4", "2"] {
+            let args = ["token", "2", "5000", "1000", "channel", permits];
+            let first: Vec<i64> = call(&mut conn, "sem_acquire", &keys, &args).await.unwrap();
+            let again: Vec<i64> = call(&mut conn, "sem_acquire", &keys, &args).await.unwrap();
+            assert_eq!((first[0], again[0]), (1, 1), "permits {permits}");
+            assert_eq!(count(conn.clone(), keys[0].clone(), "ZCARD").await, 2);
+            assert_eq!(count(conn.clone(), keys[1].clone(), "LLEN").await, 0);
+            for i in 1..=2 {
+                let permit = format!("token:{i}");
+                let returned: i64 = call(&mut conn, "sem_release", &keys, &[&permit, permits])
+                    .await
+                    .unwrap();
+                assert_eq!(returned, 1);
+            }
+        }
+    }
 }

@@ -2,26 +2,31 @@
 -- notification channel, the caller's number of permits.
 -- Returns {1, 0, ms left of the lease} when granted, else {0, ms until
 -- the first lease ends or -1}. Sent twice (a cluster client resends after a
--- dropped connection), it answers the grant it already made.
+-- dropped connection), it answers the grant it already made: granted again
+-- at once, the same members' leases are renewed and nothing is counted
+-- twice; else its grant is found before it would queue.
 local token, n, lease, wait = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local now = now_ms()
-local held = redis.call('ZSCORE', KEYS[1], token .. ':1')
-if held and tonumber(held) > now then
-  return {1, 0, tonumber(held) - now}
-end
 prune(now)
 local lim, live = limit(ARGV[6])
-local held, nobody_waits = handoff(now, lim)
-if nobody_waits and held + n <= lim then
-  grant(token, n, lease, now, held)
-  if live then
-    keep_limit()
+if handoff(now, lim) then
+  local held = redis.call('ZCARD', KEYS[1])
+  if held + n <= lim then
+    grant(token, n, lease, now, held)
+    if live then
+      keep_limit()
+    end
+    return {1, 0, lease}
   end
-  return {1, 0, lease}
 end
-if wait > 0 and redis.call('HEXISTS', KEYS[3], token) == 0 then
+local granted = redis.call('ZSCORE', KEYS[1], token .. ':1')
+if granted then
+  return {1, 0, tonumber(granted) - now}
+end
+-- Queued once: a resend finds its entry.
+if wait > 0 and redis.call('HSETNX', KEYS[3], token,
+    string.format('%s|%d|%d|%d', ARGV[5], lease, now + wait, n)) == 1 then
   redis.call('RPUSH', KEYS[2], token)
-  redis.call('HSET', KEYS[3], token, string.format('%s|%d|%d|%d', ARGV[5], lease, now + wait, n))
   if redis.call('PTTL', KEYS[2]) < wait then
     redis.call('PEXPIRE', KEYS[2], wait)
     redis.call('PEXPIRE', KEYS[3], wait)

@@ -11,7 +11,8 @@
 -- Cost: O(log n) per permit granted or returned, n the permits held;
 -- O(w) for the w waiters a hand-off looks at. Each `redis.call` costs
 -- about a microsecond beyond its command, so the common paths make few:
--- 8 for a grant with nobody waiting, 7 for a release.
+-- 7 for a grant with nobody waiting, 4 for a release with nobody waiting,
+-- 11 for a release handing its permit on.
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -58,13 +59,23 @@ end
 -- tells each on its channel ("<token>:<permits>"); drops waiters whose
 -- deadline passed. Strict order: a waiter that does not fit blocks the
 -- ones behind it, so a large request is not starved by small ones.
--- Answers the permits held after it, and whether nobody waits.
-local function handoff(now, lim)
+-- `lim`: the number of permits, or nil to read it (see limit) with
+-- `default` only once someone waits. Answers whether nobody waits.
+-- Costs one call with nobody waiting. With every permit held nobody fits,
+-- so the queue is looked at no further: a busy semaphore (a waiter
+-- queueing, a release handing its one permit on) pays for no look past
+-- the grant; waiters past their deadline are then dropped by a later
+-- hand-off, or leave with the queue's expiry.
+local function handoff(now, lim, default)
+  local head = redis.call('LINDEX', KEYS[2], 0)
+  if not head then
+    return true
+  end
+  lim = lim or limit(default)
   local held = redis.call('ZCARD', KEYS[1])
   while true do
-    local head = redis.call('LINDEX', KEYS[2], 0)
-    if not head then
-      return held, true
+    if held >= lim then
+      return false
     end
     local entry = redis.call('HGET', KEYS[3], head)
     if not entry then
@@ -82,8 +93,15 @@ local function handoff(now, lim)
         held = held + need
         redis.call('PUBLISH', channel, head .. ':' .. need)
       else
-        return held, false
+        return false
       end
+    end
+    if held >= lim then
+      return false
+    end
+    head = redis.call('LINDEX', KEYS[2], 0)
+    if not head then
+      return true
     end
   end
 end

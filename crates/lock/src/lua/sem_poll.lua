@@ -6,7 +6,7 @@
 local token = ARGV[1]
 local now = now_ms()
 prune(now)
-handoff(now, limit(ARGV[2]))
+handoff(now, nil, ARGV[2])
 local score = redis.call('ZSCORE', KEYS[1], token .. ':1')
 if score then
   return {1, 0, tonumber(score) - now}

@@ -13,5 +13,5 @@ if redis.call('ZSCORE', KEYS[1], token .. ':1') then
   end
 end
 prune(now)
-handoff(now, limit(ARGV[3]))
+handoff(now, nil, ARGV[3])
 return granted
