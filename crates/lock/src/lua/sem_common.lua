@@ -12,7 +12,7 @@
 -- O(w) for the w waiters a hand-off looks at. Each `redis.call` costs
 -- about a microsecond beyond its command, so the common paths make few:
 -- 7 for a grant with nobody waiting, 4 for a release with nobody waiting,
--- 11 for a release handing its permit on.
+-- 12 for a release handing its permit on.
 
 local function now_ms()
   local t = redis.call('TIME')
