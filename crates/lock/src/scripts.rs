@@ -79,16 +79,22 @@ pub(crate) async fn call<T: redis::FromRedisValue>(
 mod tests {
     use super::*;
 
+    /// A private redis-server, and a connection to it.
+    async fn scratch() -> (seckill_testkit::RedisServer, Conn) {
+        let server = seckill_testkit::RedisServer::start().unwrap();
+        let conn = seckill_redis::Target::server(&server.url())
+            .connect()
+            .await
+            .unwrap();
+        (server, conn)
+    }
+
     /// The cluster client sends a command again after a dropped connection,
     /// so `acquire` may run twice: the second run answers the grant the
     /// first made, and does not queue its holder behind itself.
     #[tokio::test]
     async fn an_acquire_sent_twice_answers_its_own_grant() {
-        let server = seckill_testkit::RedisServer::start().unwrap();
-        let mut conn = seckill_redis::Target::server(&server.url())
-            .connect()
-            .await
-            .unwrap();
+        let (_server, mut conn) = scratch().await;
         let keys = Keys::new("t", "twice").unwrap();
         for wait in ["0", "1000"] {
             let args = ["token", "5000", wait, "channel"];
@@ -113,11 +119,7 @@ mod tests {
     /// instead of queueing.
     #[tokio::test]
     async fn a_semaphore_acquire_sent_twice_takes_its_permits_once() {
-        let server = seckill_testkit::RedisServer::start().unwrap();
-        let mut conn = seckill_redis::Target::server(&server.url())
-            .connect()
-            .await
-            .unwrap();
+        let (_server, mut conn) = scratch().await;
         let keys: Vec<String> = ["holders", "queue", "waiters", "limit"]
             .iter()
             .map(|k| format!("t:sem:{{twice}}:{k}"))

@@ -46,7 +46,7 @@ local function settle(sale, gen, limit, orders, state, news, also)
   local writes = also or {}
   if news then
     -- tell (prelude.lua), its write of `q` joined to the one below.
-    redis.pcall('SADD', news, KEYS[1])
+    join_news(news, KEYS[1])
     writes[#writes + 1] = 'q'
     writes[#writes + 1] = '1'
   end

@@ -39,11 +39,16 @@ end
 -- written), so the calls after it until the next read pay nothing but
 -- reading `q`. A purchase reads nothing: it writes `q` with its other
 -- fields and learns from HSET's count of new fields whether `q` was
--- absent (see armed). A pcall, because a set left on another node (the
--- sale's slot moved) must not fail a purchase: the persisters' slow full
--- read finds the sale then.
-local function tell(news, sale)
+-- absent (see armed); a settlement writes it with the units it returns:
+-- both call join_news, the first half of this. A pcall, because a set
+-- left on another node (the sale's slot moved) must not fail a purchase:
+-- the persisters' slow full read finds the sale then.
+local function join_news(news, sale)
   redis.pcall('SADD', news, sale)
+end
+
+local function tell(news, sale)
+  join_news(news, sale)
   redis.call('HSET', sale, 'q', '1')
 end
 

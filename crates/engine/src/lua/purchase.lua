@@ -83,7 +83,7 @@ end
 if now_added > added then
   local news = redis.call('HGET', KEYS[1], 'n')
   if news then
-    redis.pcall('SADD', news, KEYS[1])
+    join_news(news, KEYS[1])
   end
 end
 return entry
