@@ -1,11 +1,14 @@
 // The peers `seckill lock-bench --primitive` is measured beside, run the
-// same way: N clients (each its own connection) take the primitive in a
-// loop for the run's duration, on one key (`hot`) or one each (`spread`),
-// and the same promise is checked on what they saw. Prints one JSON line.
+// same way: N clients (each its own connection, or with `--connections
+// shared` one ioredis connection for all, auto-pipelined) take the
+// primitive in a loop for the run's duration, on one key (`hot`) or one
+// each (`spread`), and the same promise is checked on what they saw.
+// Prints one JSON line.
 //
 //   node bench.mjs --port 6379 --lib redis-semaphore|rate-limiter-flexible
 //     --primitive mutex|semaphore|ratelimit --mode hot|spread --clients 32
 //     --duration 10 [--permits 4] [--rate 1000 --burst 100] [--lease-ms 5000]
+//     [--connections own|shared]
 //
 // scripts/bench.sh installs the libraries from npm into a scratch folder
 // and runs this there; nothing of theirs is kept in the repository.
@@ -28,6 +31,7 @@ const permits = Number(args.permits ?? 4);
 const rate = Number(args.rate ?? 1000);
 const burst = Number(args.burst ?? 100);
 const leaseMs = Number(args['lease-ms'] ?? 5000);
+const connections = args.connections ?? 'own';
 const lib = primitive === 'ratelimit' ? 'rate-limiter-flexible' : 'redis-semaphore';
 
 function quantile(sorted, q) {
@@ -50,8 +54,12 @@ let admitted = 0;
 let firstAdmit = null;
 let lastAdmit = null;
 
+const shared = connections === 'shared'
+  ? new Redis({ port, host: '127.0.0.1', enableAutoPipelining: true })
+  : null;
+
 async function client(i) {
-  const redis = new Redis({ port, host: '127.0.0.1' });
+  const redis = shared ?? new Redis({ port, host: '127.0.0.1' });
   const key = mode === 'hot' ? `peer-${runId}` : `peer-${runId}-${i}`;
   const g = mode === 'hot' ? hotGauges : newGauges();
   if (primitive === 'ratelimit') {
@@ -93,12 +101,13 @@ async function client(i) {
       await lock.release();
     }
   }
-  redis.disconnect();
+  if (!shared) redis.disconnect();
   return g.most;
 }
 
 const mosts = await Promise.all(Array.from({ length: clients }, (_, i) => client(i)));
 const elapsed = (performance.now() - started) / 1000;
+shared?.disconnect();
 const stats = await admin.info('commandstats');
 let usec = 0;
 for (const line of stats.split('\n')) {
@@ -117,7 +126,7 @@ const bound = limiters * (burst + rate * span);
 const ok = primitive === 'ratelimit' ? admitted <= bound
   : most <= (primitive === 'mutex' ? 1 : permits);
 console.log(JSON.stringify({
-  peer: lib, primitive, mode, clients, duration_s: elapsed, operations,
+  peer: lib, primitive, mode, clients, connections, duration_s: elapsed, operations,
   operations_per_s: operations / elapsed,
   wait_p50_ms: quantile(waits, 0.5), wait_p99_ms: quantile(waits, 0.99),
   handoff_p50_ms: quantile(handoffs, 0.5), handoff_p99_ms: quantile(handoffs, 0.99),

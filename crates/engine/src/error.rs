@@ -107,10 +107,6 @@ pub enum Error {
     /// was bought; retry shortly.
     #[error("units of sale `{0}` are moving between its shards; retry shortly")]
     StockMoving(String),
-
-    /// The engine is shutting down.
-    #[error("engine closed")]
-    Closed,
 }
 
 /// Result alias for this crate.

@@ -18,7 +18,7 @@
 //! | `Lock` | one holder; waiters in arrival order; a fence above every earlier grant's; watchdog and lost signal | its lease ends it | the waiter asks when the lease would end | none once the lease ends | a grant not yet on the replica: a second holder, refused by the fence (it keeps rising: it is the server's clock in µs) |
 //! | `Semaphore` | at most N holders, each permit leased on its own; arrival order, a large request not passed by small ones; N changed live for every client | its permits return when their leases end | a re-check at least every 250 ms | none once leases end | a grant not yet on the replica: one holder more than N until that lease ends |
 //! | `RwLock` | many readers or one writer; a waiting writer stops new readers; a fence on every grant; watchdog and lost signal | its lease ends it | a re-check at least every 250 ms | none once leases end | as `Lock` |
-//! | `RateLimiter` | at most `burst + rate × t` in any window of length `t` (GCRA), one call per decision, the wait named | – | – | none once full again | decisions not yet on the replica: up to that many more admitted |
+//! | `RateLimiter` | at most `burst + rate × t` in any window of length `t` (GCRA), one call for the decisions asked at once, the wait named | – | – | none once full again | decisions not yet on the replica: up to that many more admitted |
 //! | `Latch` | waiters pass once the count reaches zero | a count lasts at most its lease | a re-check at least every 250 ms | none once open or its lease ends | a count-down not yet on the replica: waiters wait for one more, at most the lease |
 //!
 //! Modules, each importing only those listed below it:
@@ -32,7 +32,8 @@
 //! - `locks`: [`Locks`] (connection and settings) and [`Lock`] (one name).
 //! - `holding`: what every leased grant shares: the watchdog, the
 //!   [`LostSignal`], release on drop.
-//! - `rate`: [`RateLimiter`], a rate and burst shared by every client (GCRA).
+//! - `rate`: [`RateLimiter`], a rate and burst shared by every client (GCRA);
+//!   [`RateLimits`], a connection's limiters, their decisions batched.
 //! - `backend`: one server or a Redlock quorum, every operation dispatched once.
 //! - `redlock`: the quorum algorithm over N masters.
 //! - `single`: the one-server algorithm: queue, hand-off, polling fallback.
@@ -83,6 +84,6 @@ pub use keys::{DEFAULT_PREFIX, MAX_NAME_LEN};
 pub use latch::Latch;
 pub use locks::{DEFAULT_LEASE, Lock, Locks, LocksBuilder, MAX_LEASE, MIN_LEASE};
 pub use queue::RECHECK;
-pub use rate::{Decision, Rate, RateLimiter};
+pub use rate::{Decision, Rate, RateLimiter, RateLimits};
 pub use rwlock::{Access, RwGuard, RwLock};
 pub use semaphore::{MAX_PERMITS, Permit, Semaphore};

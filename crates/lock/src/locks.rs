@@ -9,7 +9,7 @@ use seckill_redis::Target;
 use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::keys::{self, DEFAULT_PREFIX, Keys};
-use crate::rate::{Rate, RateLimiter};
+use crate::rate::{Rate, RateLimiter, RateLimits};
 use crate::redlock::Quorum;
 use crate::single::Single;
 
@@ -45,6 +45,8 @@ pub struct Locks {
 struct Shared {
     prefix: String,
     backend: Backend,
+    /// The rate limiters' batches; none on Redlock.
+    rates: Option<RateLimits>,
 }
 
 impl std::fmt::Debug for Locks {
@@ -90,10 +92,10 @@ impl Locks {
     /// `burst + rate × t` cells in any window of length `t`); one server
     /// or a cluster, not Redlock.
     pub fn rate_limiter(&self, name: &str, rate: Rate) -> Result<RateLimiter> {
-        let Backend::Single(single) = &self.shared.backend else {
-            return Err(Error::NotOnRedlock("a rate limiter"));
-        };
-        RateLimiter::new(single.conn(), &self.shared.prefix, name, rate)
+        match &self.shared.rates {
+            Some(rates) => rates.limiter(name, rate),
+            None => Err(Error::NotOnRedlock("a rate limiter")),
+        }
     }
 
     pub(crate) fn prefix(&self) -> &str {
@@ -171,6 +173,10 @@ impl LocksBuilder {
     fn build(self, backend: Backend) -> Locks {
         Locks {
             shared: Arc::new(Shared {
+                rates: match &backend {
+                    Backend::Single(single) => Some(RateLimits::new(single.conn(), &self.prefix)),
+                    Backend::Quorum(_) => None,
+                },
                 prefix: self.prefix,
                 backend,
             }),

@@ -1,6 +1,7 @@
 //! [`RateLimiter`]: a rate and a burst shared by every client of one name,
-//! decided by GCRA (the generic cell rate algorithm) in one function call
-//! per decision.
+//! decided by GCRA (the generic cell rate algorithm) in one function call;
+//! [`RateLimits`]: the limiters of one connection, whose decisions asked at
+//! the same time (on any of them) ride one call together.
 //!
 //! GCRA keeps one number per limiter: the theoretical arrival time (TAT),
 //! when the limiter would be full again. A request for `n` cells is
@@ -11,13 +12,19 @@
 //! nothing running between decisions. Its key expires when the TAT passes,
 //! so an idle limiter keeps nothing in Redis.
 
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use seckill_redis::Conn;
+use futures_util::future::join_all;
+use seckill_redis::{Coalescer, CoalescerConfig, Conn, RESPONSE_TIMEOUT, key_slot};
 
 use crate::error::{Error, Result};
 use crate::keys;
-use crate::scripts::call;
+use crate::scripts::LIBRARY;
+
+/// Most decisions in one call.
+const MAX_BATCH: usize = 1_000;
 
 /// A rate and a burst: `per_second` cells a second on average, and up to
 /// `burst` at once from idle.
@@ -86,6 +93,159 @@ pub struct Decision {
     pub decided_at: SystemTime,
 }
 
+/// The rate limiters of one connection. Decisions asked at the same time,
+/// on any of its limiters, ride one function call (one per hash slot on a
+/// cluster), which reads and writes each limiter's key once: what a busy
+/// service asks for many users costs Redis a few calls, not one each.
+/// Clone it freely; make one per connection, not one per decision.
+///
+/// ```no_run
+/// # async fn run(conn: seckill_redis::Conn) -> seckill_lock::Result<()> {
+/// use seckill_lock::{Rate, RateLimits};
+/// let limits = RateLimits::on(conn);
+/// let per_user = limits.limiter("user-42", Rate::per_second(5.0))?;
+/// let admitted = per_user.take(1).await?.admitted;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct RateLimits {
+    prefix: Arc<str>,
+    decide: Coalescer<Ask, Result<Decision>>,
+}
+
+impl std::fmt::Debug for RateLimits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RateLimits")
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One decision as the batch sends it.
+struct Ask {
+    key: Arc<str>,
+    interval_us: Arc<str>,
+    burst: u64,
+    cells: u64,
+}
+
+impl RateLimits {
+    /// The limiters of `conn` under the default key prefix, for a caller
+    /// that has a connection and wants no [`Locks`](crate::Locks) (no
+    /// subscription). Starts a task on the current tokio runtime that
+    /// sends the batches.
+    pub fn on(conn: Conn) -> Self {
+        Self::new(conn, keys::DEFAULT_PREFIX)
+    }
+
+    pub(crate) fn new(conn: Conn, prefix: &str) -> Self {
+        let decide = Coalescer::start(CoalescerConfig::default(), MAX_BATCH, move |asks| {
+            let conn = conn.clone();
+            async move { decide(conn, asks).await }
+        });
+        Self {
+            prefix: prefix.into(),
+            decide,
+        }
+    }
+
+    /// The limiter named `name` (1–512 bytes without braces, `|`, spaces or
+    /// control characters), at `rate`. Every client that uses the name
+    /// shares its count, whatever rate it gives.
+    pub fn limiter(&self, name: &str, rate: Rate) -> Result<RateLimiter> {
+        keys::check("rate limiter name", name, keys::MAX_NAME_LEN)?;
+        rate.check()?;
+        Ok(RateLimiter {
+            limits: self.clone(),
+            name: name.to_owned(),
+            key: format!("{}:rate:{{{name}}}", self.prefix).into(),
+            rate,
+            interval_us: format!("{:.6}", 1e6 / rate.per_second).into(),
+        })
+    }
+}
+
+/// Sends a batch: one call per hash slot on a cluster (its keys must share
+/// one), one call on a server; each limiter's key named once per call.
+async fn decide(conn: Conn, asks: Vec<Ask>) -> Vec<Result<Decision>> {
+    let mut groups: HashMap<u16, Vec<usize>> = HashMap::new();
+    for (i, ask) in asks.iter().enumerate() {
+        let slot = if conn.is_cluster() {
+            key_slot(&ask.key)
+        } else {
+            0
+        };
+        groups.entry(slot).or_default().push(i);
+    }
+    let calls = groups.into_values().map(|members| {
+        let mut conn = conn.clone();
+        let asks = &asks;
+        async move {
+            let mut keys: Vec<&str> = Vec::new();
+            let mut index: HashMap<&str, usize> = HashMap::new();
+            let mut args: Vec<String> = Vec::with_capacity(members.len() * 4);
+            for &i in &members {
+                let ask = &asks[i];
+                let k = *index.entry(&ask.key).or_insert_with(|| {
+                    keys.push(&ask.key);
+                    keys.len()
+                });
+                args.push(k.to_string());
+                args.push(ask.interval_us.to_string());
+                args.push(ask.burst.to_string());
+                args.push(ask.cells.to_string());
+            }
+            let mut call = LIBRARY.call("rate", &keys);
+            for arg in &args {
+                call.arg(arg);
+            }
+            let answer: redis::RedisResult<Vec<i64>> = call.invoke(&mut conn).await;
+            (members, answer)
+        }
+    });
+    let mut out: Vec<Option<Result<Decision>>> = asks.iter().map(|_| None).collect();
+    for (members, answer) in join_all(calls).await {
+        match answer {
+            Ok(v) if v.len() == members.len() * 4 + 1 => {
+                let now_us = v[v.len() - 1];
+                for (j, &i) in members.iter().enumerate() {
+                    out[i] = Some(Ok(Decision::read(&v[j * 4..j * 4 + 4], now_us)));
+                }
+            }
+            Ok(v) => {
+                let e = redis::RedisError::from((
+                    redis::ErrorKind::Parse,
+                    "rate limiter",
+                    format!("{} values for {} decisions", v.len(), members.len()),
+                ));
+                for i in members {
+                    out[i] = Some(Err(e.clone().into()));
+                }
+            }
+            Err(e) => {
+                for i in members {
+                    out[i] = Some(Err(e.clone().into()));
+                }
+            }
+        }
+    }
+    out.into_iter().flatten().collect()
+}
+
+impl Decision {
+    /// One decision's four values as the function answers them.
+    fn read(v: &[i64], now_us: i64) -> Self {
+        let micros = |v: i64| Duration::from_micros(u64::try_from(v).unwrap_or(0));
+        Decision {
+            admitted: v[0] == 1,
+            remaining: u64::try_from(v[1]).unwrap_or(0),
+            retry_after: micros(v[2]),
+            reset_after: micros(v[3]),
+            decided_at: UNIX_EPOCH + micros(now_us),
+        }
+    }
+}
+
 /// A named rate limit shared by every client that uses the name, on one
 /// server or a cluster (the name's hash slot). Clone it freely.
 ///
@@ -101,12 +261,12 @@ pub struct Decision {
 /// ```
 #[derive(Clone)]
 pub struct RateLimiter {
-    conn: Conn,
+    limits: RateLimits,
     name: String,
-    keys: [String; 1],
+    key: Arc<str>,
     rate: Rate,
     /// The rate as the function takes it: the interval in µs.
-    interval_us: String,
+    interval_us: Arc<str>,
 }
 
 impl std::fmt::Debug for RateLimiter {
@@ -119,33 +279,6 @@ impl std::fmt::Debug for RateLimiter {
 }
 
 impl RateLimiter {
-    /// A limiter on `conn` under the default key prefix, for a caller that
-    /// has a connection and wants no [`Locks`](crate::Locks) (no
-    /// subscription): as [`Locks::rate_limiter`](crate::Locks::rate_limiter)
-    /// with the default prefix.
-    ///
-    /// ```no_run
-    /// # async fn run(conn: seckill_redis::Conn) -> seckill_lock::Result<()> {
-    /// let limiter = seckill_lock::RateLimiter::on(conn, "user-42", seckill_lock::Rate::per_second(5.0))?;
-    /// let admitted = limiter.take(1).await?.admitted;
-    /// # Ok(()) }
-    /// ```
-    pub fn on(conn: Conn, name: &str, rate: Rate) -> Result<Self> {
-        Self::new(conn, keys::DEFAULT_PREFIX, name, rate)
-    }
-
-    pub(crate) fn new(conn: Conn, prefix: &str, name: &str, rate: Rate) -> Result<Self> {
-        keys::check("rate limiter name", name, keys::MAX_NAME_LEN)?;
-        rate.check()?;
-        Ok(Self {
-            conn,
-            name: name.to_owned(),
-            keys: [format!("{prefix}:rate:{{{name}}}")],
-            rate,
-            interval_us: format!("{:.6}", 1e6 / rate.per_second),
-        })
-    }
-
     /// The limiter's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -156,8 +289,9 @@ impl RateLimiter {
         self.rate
     }
 
-    /// Decides now whether `cells` are admitted, and counts them if so:
-    /// one function call. More cells than the burst are never admitted.
+    /// Decides now whether `cells` are admitted, and counts them if so: one
+    /// function call, shared with the decisions asked meanwhile of the
+    /// same [`RateLimits`]. More cells than the burst are never admitted.
     pub async fn take(&self, cells: u64) -> Result<Decision> {
         if cells == 0 || cells > self.rate.burst {
             return Err(Error::Invalid {
@@ -165,23 +299,19 @@ impl RateLimiter {
                 reason: format!("must be 1 to the burst, {}", self.rate.burst),
             });
         }
-        let args = [
-            self.interval_us.as_str(),
-            &self.rate.burst.to_string(),
-            &cells.to_string(),
-        ];
-        let (admitted, remaining, retry_us, reset_us, now_us): (i64, i64, i64, i64, i64) =
-            call(&mut self.conn.clone(), "rate", &self.keys, &args).await?;
-        let micros = |v: i64| Duration::from_micros(u64::try_from(v).unwrap_or(0));
-        Ok(Decision {
-            admitted: admitted == 1,
-            remaining: u64::try_from(remaining).unwrap_or(0),
-            retry_after: micros(retry_us),
-            reset_after: micros(reset_us),
-            decided_at: UNIX_EPOCH + micros(now_us),
+        let ask = Ask {
+            key: self.key.clone(),
+            interval_us: self.interval_us.clone(),
+            burst: self.rate.burst,
+            cells,
+        };
+        self.limits.decide.ask(ask).await.unwrap_or_else(|| {
+            Err(Error::Timeout {
+                name: self.name.clone(),
+                waited: RESPONSE_TIMEOUT,
+            })
         })
     }
-
     /// Takes `cells`, waiting as long as the limiter says, up to `timeout`;
     /// [`Error::Timeout`] at once if the wait it names would end later.
     pub async fn wait(&self, cells: u64, timeout: Duration) -> Result<Decision> {

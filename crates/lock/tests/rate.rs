@@ -239,3 +239,59 @@ async fn idle_limiters_leave_no_keys() {
         "keys left by idle limiters"
     );
 }
+
+/// Decisions asked at once of one `Locks`, on limiters of different rates
+/// and names (different hash slots), ride shared calls: each limiter still
+/// admits exactly its burst, and on one server far fewer calls are made
+/// than decisions.
+async fn decisions_batched_together_count_each_limiter_exactly(rig: Rig) {
+    let locks = rig.locks().await;
+    // One cell back every 100 s: nothing refills during the test.
+    let bursts = [1_u64, 5, 20, 64];
+    let limiters: Vec<_> = bursts
+        .iter()
+        .map(|&b| {
+            locks
+                .rate_limiter(&format!("mixed-{b}"), Rate::per_second(0.01).burst(b))
+                .unwrap()
+        })
+        .collect();
+    let calls_before = rate_calls(&rig).await;
+    let asks = (0..400).map(|i| {
+        let limiter = limiters[i % limiters.len()].clone();
+        tokio::spawn(async move { (i % 4, limiter.take(1).await.unwrap()) })
+    });
+    let mut admitted = [0_u64; 4];
+    for ask in asks.collect::<Vec<_>>() {
+        let (which, decision) = ask.await.unwrap();
+        admitted[which] += u64::from(decision.admitted);
+        assert!(decision.admitted || decision.retry_after > Duration::from_secs(50));
+    }
+    assert_eq!(admitted.to_vec(), bursts.to_vec());
+    let calls = rate_calls(&rig).await - calls_before;
+    eprintln!("400 decisions in {calls} calls");
+    assert!(calls >= 1);
+    if matches!(rig, Rig::Server(_)) {
+        assert!(calls < 200, "400 decisions took {calls} calls");
+    }
+}
+
+on_both!(decisions_batched_together_count_each_limiter_exactly);
+
+/// Calls of the rate function so far, on every master.
+async fn rate_calls(rig: &Rig) -> u64 {
+    let mut calls = 0;
+    for url in rig.urls() {
+        let mut conn = common::client(&url)
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let stats: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        calls += seckill_testkit::commandstats_calls(&stats, Some("fcall"));
+    }
+    calls
+}

@@ -34,17 +34,7 @@ async fn calls(masters: &[String]) -> u64 {
             .query_async(&mut master(url).await)
             .await
             .unwrap();
-        total += info
-            .lines()
-            .filter_map(|l| {
-                l.split("calls=")
-                    .nth(1)?
-                    .split(',')
-                    .next()?
-                    .parse::<u64>()
-                    .ok()
-            })
-            .sum::<u64>();
+        total += seckill_testkit::commandstats_calls(&info, None);
     }
     total
 }

@@ -56,12 +56,17 @@ impl Conn {
         self.epoch.load(Ordering::SeqCst)
     }
 
+    /// Whether it is a cluster's: a call's keys must then share a hash slot.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.inner, Inner::Cluster(_))
+    }
+
     /// Whether a command may run twice: the cluster client sends a command
     /// again after a connection drops, and the first may have run. Callers
     /// whose commands are not idempotent make them so (a purchase gets a
     /// request id) where this is true.
     pub fn may_resend(&self) -> bool {
-        matches!(self.inner, Inner::Cluster(_))
+        self.is_cluster()
     }
 
     /// Whether Redis answers: the server, or on a cluster any one node.

@@ -14,7 +14,10 @@
 //!   slots, for tools that measure or drive each master; [`key_slot`].
 //! - `library`: [`Library`], a crate's Lua as one Redis Functions library,
 //!   called with `FCALL` and loaded by the first call that finds it missing.
+//! - `coalesce`: [`Coalescer`], concurrent requests of one process sent
+//!   in batches, one call each.
 
+mod coalesce;
 mod conn;
 mod library;
 mod masters;
@@ -23,6 +26,7 @@ mod settings;
 mod target;
 mod tls;
 
+pub use coalesce::{Coalescer, CoalescerConfig};
 pub use conn::Conn;
 pub use library::{Builder, Call, Library};
 pub use masters::{Master, key_slot};

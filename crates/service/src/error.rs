@@ -305,12 +305,7 @@ impl From<seckill_engine::Error> for ApiError {
             ),
             // Redis down, slow or failing, a batch whose answer never came,
             // contention: the client should retry (with its request id).
-            E::Redis(_)
-            | E::Batch(_)
-            | E::Lock(_)
-            | E::LockLost(_)
-            | E::Contention { .. }
-            | E::Closed => {
+            E::Redis(_) | E::Batch(_) | E::Lock(_) | E::LockLost(_) | E::Contention { .. } => {
                 tracing::warn!(error = %e, "purchase path unavailable");
                 Self::unavailable(
                     "the sale service cannot reach its store right now; retry with the same request_id",

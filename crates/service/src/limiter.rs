@@ -2,7 +2,8 @@
 //! one person with many accounts still has few addresses. Counted in this
 //! process (GCRA, by `governor`), or for the user, with
 //! [`RateScope::Shared`], in Redis by every instance together (GCRA, by
-//! `seckill_lock::RateLimiter`: one function call per purchase).
+//! `seckill_lock::RateLimits`: one function call for the purchases that
+//! ask at the same time).
 
 use std::hash::Hash;
 use std::num::NonZeroU32;
@@ -64,7 +65,7 @@ pub enum RateScope {
     #[default]
     Local,
     /// In Redis, by every instance together: the rate holds for the
-    /// fleet, at one Redis call per purchase.
+    /// fleet, at one Redis call for the purchases that ask at once.
     Shared,
 }
 
@@ -73,18 +74,20 @@ pub enum UserLimiter {
     /// In this process.
     Local(Limiter<String>),
     /// In Redis, shared by every instance; `None` when off.
-    Shared(Option<(seckill_redis::Conn, seckill_lock::Rate)>),
+    Shared(Option<(seckill_lock::RateLimits, seckill_lock::Rate)>),
 }
 
 impl UserLimiter {
     /// `rate` purchases per second per user, bursts up to `burst`, counted
-    /// where `scope` says (a shared one on `conn`). A rate of 0 turns it off.
+    /// where `scope` says (a shared one on `conn`, its decisions batched
+    /// by a task started here). A rate of 0 turns it off.
     pub fn new(scope: RateScope, rate: f64, burst: f64, conn: seckill_redis::Conn) -> Self {
         match scope {
             RateScope::Local => Self::Local(Limiter::new(rate, burst)),
             RateScope::Shared => Self::Shared((rate > 0.0).then(|| {
                 let burst = burst.max(1.0) as u64;
-                (conn, seckill_lock::Rate::per_second(rate).burst(burst))
+                let limits = seckill_lock::RateLimits::on(conn);
+                (limits, seckill_lock::Rate::per_second(rate).burst(burst))
             })),
         }
     }
@@ -93,13 +96,13 @@ impl UserLimiter {
     /// limit. A shared limit that Redis cannot answer lets the purchase
     /// through: the purchase needs that Redis too, and answers for itself.
     pub async fn allow(&self, user: &str) -> bool {
-        let (conn, rate) = match self {
+        let (limits, rate) = match self {
             Self::Local(limiter) => return limiter.allow(&user.to_owned()),
             Self::Shared(None) => return true,
             Self::Shared(Some(shared)) => shared,
         };
         // User ids are checked to be A-Z a-z 0-9 _ -: a key name as they are.
-        let limiter = seckill_lock::RateLimiter::on(conn.clone(), &format!("user:{user}"), *rate);
+        let limiter = limits.limiter(&format!("user:{user}"), *rate);
         match limiter {
             Ok(limiter) => limiter.take(1).await.map_or(true, |d| d.admitted),
             Err(_) => true,

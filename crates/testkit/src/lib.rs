@@ -18,7 +18,8 @@
 //! - `sentinel`: [`RedisSentinels`], a master, its replicas and three
 //!   sentinels watching them, for failover drills under Sentinel.
 //! - `redis_cli`: one command to a node through `redis-cli`, and the
-//!   waits the rigs build on it.
+//!   waits the rigs build on it; [`commandstats_calls`], calls counted by
+//!   `INFO commandstats`.
 //!
 //! ```no_run
 //! let server = seckill_testkit::RedisServer::start().unwrap();
@@ -40,5 +41,6 @@ pub use certs::Certs;
 pub use cluster::RedisCluster;
 pub use mariadb::MariaServer;
 pub use postgres::PgServer;
+pub use redis_cli::commandstats_calls;
 pub use sentinel::{RedisSentinels, SentinelOptions};
 pub use server::{Fsync, Options, RedisServer};

@@ -52,3 +52,28 @@ pub(crate) fn settle_or_fail(deadline: Instant, what: &str) -> io::Result<()> {
     std::thread::sleep(Duration::from_millis(50));
     Ok(())
 }
+
+/// Calls counted in an `INFO commandstats` answer, of `command` alone
+/// (lower case, as Redis names it: `"fcall"`) or of every command.
+///
+/// ```
+/// let info = "cmdstat_fcall:calls=7,usec=70\r\ncmdstat_get:calls=3,usec=3\r\n";
+/// assert_eq!(seckill_testkit::commandstats_calls(info, Some("fcall")), 7);
+/// assert_eq!(seckill_testkit::commandstats_calls(info, None), 10);
+/// ```
+pub fn commandstats_calls(info: &str, command: Option<&str>) -> u64 {
+    info.lines()
+        .filter_map(|l| {
+            let (name, stats) = l.strip_prefix("cmdstat_")?.split_once(':')?;
+            if command.is_some_and(|c| c != name) {
+                return None;
+            }
+            stats
+                .strip_prefix("calls=")?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}

@@ -46,9 +46,14 @@ pub struct Args {
     /// `hot`: every client contends for one lock; `spread`: one lock per client.
     #[arg(long, value_enum, default_value_t = Mode::Hot)]
     mode: Mode,
-    /// Concurrent clients, each with its own connections.
+    /// Concurrent clients.
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=4096))]
     clients: u32,
+    /// `own`: each client has its own connections, as a process of its
+    /// own would; `shared`: the clients are tasks of one process sharing
+    /// one `Locks` (its calls pipelined, rate decisions batched).
+    #[arg(long, value_enum, default_value_t = Connections::Own)]
+    connections: Connections,
     /// Seconds to run.
     #[arg(long, default_value_t = 5.0)]
     duration: f64,
@@ -84,6 +89,13 @@ enum Mode {
     Spread,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Connections {
+    Own,
+    Shared,
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
 #[serde(rename_all = "lowercase")]
 enum Work {
@@ -96,6 +108,7 @@ struct Report {
     mode: Mode,
     work: Work,
     clients: u32,
+    connections: Connections,
     duration_s: f64,
     acquisitions: u64,
     acquisitions_per_s: f64,
@@ -215,6 +228,7 @@ async fn sibling(
         primitive: args.primitive,
         mode: args.mode,
         clients: args.clients,
+        connections: args.connections,
         duration,
         lease: Duration::from_millis(args.lease_ms),
         permits: args.permits,
@@ -233,17 +247,24 @@ async fn sibling(
 /// One bench client: its lock, its own connection, and its counter's key.
 type Client = (seckill_lock::Lock, seckill_redis::Conn, String);
 
-/// Each client with its own connections, on one lock (`hot`) or its own
-/// (`spread`), named fresh for this run.
+/// Each client with its own connections or all sharing the first's, on
+/// one lock (`hot`) or its own (`spread`), named fresh for this run.
 async fn connect_clients(args: &Args, redis: &seckill_redis::Target) -> Result<Vec<Client>> {
     let run_id = format!("{:08x}", rand::random::<u32>());
     let lease = Duration::from_millis(args.lease_ms);
     let mut clients = Vec::new();
+    let mut first: Option<(Locks, seckill_redis::Conn)> = None;
     for i in 0..args.clients {
-        let locks = Locks::new(redis)
-            .await
-            .with_context(|| format!("connecting to {}", redis))?;
-        let conn = redis.connect().await?;
+        let (locks, conn) = match &first {
+            Some(shared) if args.connections == Connections::Shared => shared.clone(),
+            _ => {
+                let locks = Locks::new(redis)
+                    .await
+                    .with_context(|| format!("connecting to {}", redis))?;
+                (locks, redis.connect().await?)
+            }
+        };
+        first.get_or_insert_with(|| (locks.clone(), conn.clone()));
         let name = match args.mode {
             Mode::Hot => format!("bench-{run_id}"),
             Mode::Spread => format!("bench-{run_id}-{i}"),
@@ -408,6 +429,7 @@ fn report(
         mode: args.mode,
         work: args.work,
         clients: args.clients,
+        connections: args.connections,
         duration_s: elapsed,
         acquisitions: total,
         acquisitions_per_s,

@@ -15,7 +15,7 @@ use anyhow::{Context, Result};
 use seckill_lock::{Locks, Rate};
 use serde::Serialize;
 
-use super::{Mode, Primitive};
+use super::{Connections, Mode, Primitive};
 use crate::redis_cost::Meter;
 use crate::stats::Latency;
 
@@ -25,6 +25,7 @@ pub struct Report {
     pub primitive: Primitive,
     pub mode: Mode,
     pub clients: u32,
+    pub connections: Connections,
     pub duration_s: f64,
     /// Grants (semaphore, rwlock) or decisions (ratelimit).
     pub operations: u64,
@@ -50,6 +51,7 @@ pub struct Settings {
     pub primitive: Primitive,
     pub mode: Mode,
     pub clients: u32,
+    pub connections: Connections,
     pub duration: Duration,
     pub lease: Duration,
     pub permits: u64,
@@ -96,8 +98,9 @@ pub async fn run(s: &Settings, redis: &seckill_redis::Target) -> Result<Report> 
             Mode::Hot => format!("bench-{run_id}"),
             Mode::Spread => format!("bench-{run_id}-{i}"),
         };
-        // Its own connections, as a process of its own would have.
-        let locks = if i == 0 {
+        // Its own connections, as a process of its own would have, unless
+        // the clients are to share them.
+        let locks = if i == 0 || s.connections == Connections::Shared {
             locks.clone()
         } else {
             Locks::new(redis).await?
@@ -162,6 +165,7 @@ fn report(s: &Settings, elapsed: f64, seen: &Seen, redis_us: Option<f64>) -> Rep
         primitive: s.primitive,
         mode: s.mode,
         clients: s.clients,
+        connections: s.connections,
         duration_s: elapsed,
         operations: seen.operations,
         operations_per_s: seen.operations as f64 / elapsed,

@@ -1,26 +1,47 @@
--- rate: one decision of a GCRA rate limiter (generic cell rate algorithm).
--- KEYS: 1 the limiter's theoretical arrival time (TAT), in µs of the
+-- rate: decisions of GCRA rate limiters (generic cell rate algorithm), as
+-- many as a client batched (rate.rs), taken in order at one instant.
+-- KEYS: each limiter's theoretical arrival time (TAT), in µs of the
 --       server's clock; it expires when the TAT passes (the limiter is full
 --       again), so an idle limiter keeps no key.
--- ARGV: 1 emission interval in µs (1 / rate; may have a fraction),
---       2 burst (cells admitted at once from full), 3 cells asked for.
--- Returns {admitted (1/0), cells left now, µs to wait before the cells
--- asked for would be admitted (0 when admitted), µs until full again, the
--- server's clock in µs}.
--- Cost: TIME, GET, and SET when admitted: O(1).
-local interval, burst, cells = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+-- ARGV: per decision 4 values: its key's index in KEYS (from 1), the
+--       emission interval in µs (1 / rate; may have a fraction), the burst
+--       (cells admitted at once from full), the cells asked for.
+-- Returns per decision 4 integers: admitted (1/0), cells left after it, µs
+-- to wait before the cells asked for would be admitted (0 when admitted),
+-- µs until full again; then the server's clock in µs.
+-- Cost: TIME, then per limiter one GET, and one SET per admission: a batch
+-- of decisions on one hot limiter, where most are refused, costs a few
+-- calls in all.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local tat = tonumber(redis.call('GET', KEYS[1]) or 0)
-if tat < now then
-  tat = now
+-- tats[k]: key k's TAT as far as this batch went, kept only for a later
+-- decision to find; `out` sized for the usual batch of one.
+local tats, out, n, last = {}, {0, 0, 0, 0, 0}, 0, #ARGV - 3
+for i = 1, last, 4 do
+  local k = tonumber(ARGV[i])
+  local interval = tonumber(ARGV[i + 1])
+  local limit = ARGV[i + 2] * interval
+  local tat = tats[k]
+  if not tat then
+    tat = tonumber(redis.call('GET', KEYS[k]) or 0)
+    if tat < now then
+      tat = now
+    end
+  end
+  local new_tat = tat + ARGV[i + 3] * interval
+  if new_tat - now > limit then
+    out[n + 1], out[n + 3] = 0, math.ceil(new_tat - limit - now)
+  else
+    tat = new_tat
+    redis.call('SET', KEYS[k], string.format('%.3f', tat), 'PX', math.max(1, math.ceil((tat - now) / 1000)))
+    out[n + 1], out[n + 3] = 1, 0
+  end
+  out[n + 2] = math.floor((limit - (tat - now)) / interval)
+  out[n + 4] = math.ceil(tat - now)
+  n = n + 4
+  if i < last then
+    tats[k] = tat
+  end
 end
-local limit = burst * interval
-local new_tat = tat + cells * interval
-if new_tat - now > limit then
-  local left = math.floor((limit - (tat - now)) / interval)
-  return {0, left, math.ceil(new_tat - limit - now), math.ceil(tat - now), now}
-end
-redis.call('SET', KEYS[1], string.format('%.3f', new_tat), 'PX', math.max(1, math.ceil((new_tat - now) / 1000)))
-local left = math.floor((limit - (new_tat - now)) / interval)
-return {1, left, 0, math.ceil(new_tat - now), now}
+out[n + 1] = now
+return out

@@ -59,7 +59,7 @@ impl Rig {
     }
 
     /// The URL of every server holding keys.
-    fn urls(&self) -> Vec<String> {
+    pub fn urls(&self) -> Vec<String> {
         match self {
             Self::Server(server) => vec![server.url()],
             Self::Cluster(cluster) => cluster
