@@ -34,29 +34,33 @@ for _ in $(seq 50); do redis-cli -p "$PRPORT" ping >/dev/null 2>&1 && break; sle
 # The server's CPU time (user + system, /proc/PID/stat) around each run:
 # Redis runs on one core, so its CPU per operation bounds what any client
 # can reach, and noise barely moves it.
-with_cpu() { # WHO PRIMITIVE MODE COMMAND…: runs COMMAND, notes the server's CPU
-  local who=$1 p=$2 m=$3 before after
-  shift 3
+with_cpu() { # WHO PRIMITIVE MODE CONNECTIONS COMMAND…: runs COMMAND, notes the server's CPU
+  local who=$1 p=$2 m=$3 c=$4 before after
+  shift 4
   before=$(cpu_ticks "$PRPID")
   "$@"
   after=$(cpu_ticks "$PRPID")
-  awk -v w="$who" -v p="$p" -v m="$m" -v t=$((after - before)) -v hz="$TICK" \
-    'BEGIN { printf "{\"who\":\"%s\",\"primitive\":\"%s\",\"mode\":\"%s\",\"redis_cpu_s\":%.3f}\n", w, p, m, t / hz }' \
+  awk -v w="$who" -v p="$p" -v m="$m" -v c="$c" -v t=$((after - before)) -v hz="$TICK" \
+    'BEGIN { printf "{\"who\":\"%s\",\"primitive\":\"%s\",\"mode\":\"%s\",\"connections\":\"%s\",\"redis_cpu_s\":%.3f}\n", w, p, m, c, t / hz }' \
     >>"$OUT/siblings-cpu.jsonl"
 }
-for m in hot spread; do for p in mutex semaphore rwlock ratelimit; do
-  with_cpu ours $p $m $S lock-bench --redis-url "redis://127.0.0.1:$PRPORT/" --primitive $p --mode $m \
-    --work empty --clients 32 --duration 10 --rate 1000 --burst 1000 --json >>"$OUT/siblings.jsonl"
+# `own`: 32 clients with a connection each, as 32 processes would have;
+# `shared`: 32 tasks of one process on one connection (ours: one `Locks`,
+# its calls pipelined and rate decisions batched; theirs: one ioredis
+# connection with auto-pipelining).
+for c in own shared; do for m in hot spread; do for p in mutex semaphore rwlock ratelimit; do
+  with_cpu ours $p $m $c $S lock-bench --redis-url "redis://127.0.0.1:$PRPORT/" --primitive $p --mode $m \
+    --connections $c --work empty --clients 32 --duration 10 --rate 1000 --burst 1000 --json >>"$OUT/siblings.jsonl"
   if [ $p != rwlock ]; then
-    with_cpu peer $p $m node "$PEERS/bench.mjs" --port "$PRPORT" --primitive $p --mode $m --clients 32 \
-      --duration 10 --rate 1000 --burst 1000 >>"$OUT/peers.jsonl"
+    with_cpu peer $p $m $c node "$PEERS/bench.mjs" --port "$PRPORT" --primitive $p --mode $m --clients 32 \
+      --connections $c --duration 10 --rate 1000 --burst 1000 >>"$OUT/peers.jsonl"
   fi
-done; done
+done; done; done
 # The floor under any client: the server's CPU for a round trip of the
 # cheapest command sent as the runs above send theirs (32 connections,
 # one request in flight on each). Its record's mode is the round trips.
 FLOOR_N=300000
-with_cpu floor ping $FLOOR_N redis-benchmark -p "$PRPORT" -c 32 -P 1 -n $FLOOR_N -t ping_mbulk -q >/dev/null
+with_cpu floor ping $FLOOR_N own redis-benchmark -p "$PRPORT" -c 32 -P 1 -n $FLOOR_N -t ping_mbulk -q >/dev/null
 
 step "bench: all strategies"
 mkdir -p docs/img

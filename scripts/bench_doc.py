@@ -116,33 +116,39 @@ p("\n`hot` is bound by latency: every acquisition needs round trips in series th
 # --- the lock's siblings beside their peers
 if lines("siblings.jsonl"):
     p("## The lock's siblings beside their Node peers\n")
-    p("```sh\nfor m in hot spread; do for p in mutex semaphore rwlock ratelimit; do\n"
-      "  seckill lock-bench --redis-url $PEERS_REDIS --primitive $p --mode $m --work empty "
-      "--clients 32 --duration 10 --rate 1000 --burst 1000 --json\n"
+    p("```sh\nfor c in own shared; do for m in hot spread; do for p in mutex semaphore rwlock ratelimit; do\n"
+      "  seckill lock-bench --redis-url $PEERS_REDIS --primitive $p --mode $m --connections $c "
+      "--work empty --clients 32 --duration 10 --rate 1000 --burst 1000 --json\n"
       "  node scripts/peers/bench.mjs --port $PEERS_PORT --primitive $p --mode $m --clients 32 "
-      "--duration 10 --rate 1000 --burst 1000   # not for rwlock\n"
-      "done; done\n```\n")
+      "--connections $c --duration 10 --rate 1000 --burst 1000   # not for rwlock\n"
+      "done; done; done\n```\n")
     p("The peers: `redis-semaphore` (Node, ioredis; its `Mutex` and `Semaphore`, which "
       "retry every 10 ms while they wait) and `rate-limiter-flexible` "
       "(`RateLimiterRedis`, a fixed window of `burst` points per `burst / rate` "
       "seconds), installed from npm by `scripts/bench.sh` and run by "
-      "`scripts/peers/bench.mjs` as `lock-bench` runs ours: 32 clients with a "
-      "connection each, on one name (`hot`) or one each (`spread`), a semaphore of 4 "
+      "`scripts/peers/bench.mjs` as `lock-bench` runs ours: 32 clients, on one name "
+      "(`hot`) or one each (`spread`), each with a connection of its own, as 32 "
+      "processes would have (`own`), or all 32 tasks of one process on one "
+      "connection (`shared`: ours one `Locks`, its calls pipelined and the rate "
+      "limiter's decisions asked at once batched into one call; theirs one ioredis "
+      "connection with auto-pipelining); a semaphore of 4 "
       "permits, a rate of 1,000 a second with a burst of 1,000, and each run's "
       "promise checked on what its clients saw (`check`: holders within the "
       "permits, no writer beside anyone, admitted within `burst + rate × t`). "
       "Redis µs is the `usec` of `INFO commandstats` per operation (ours: the "
       "function calls; theirs: every command, script calls and the commands inside "
       "them, so theirs is counted high).\n")
-    peers = {(r["primitive"], r["mode"]): r for r in lines("peers.jsonl")}
+    peers = {(r["primitive"], r["mode"], r.get("connections", "own")): r
+             for r in lines("peers.jsonl")}
     rows = []
     for r in lines("siblings.jsonl"):
         prim = r.get("primitive", "mutex")
         ops = r.get("operations_per_s", r.get("acquisitions_per_s"))
         ok = r.get("ok", r.get("counter_ok"))
         redis_us = r.get("redis_us_per_operation", r.get("redis_us_per_acquisition"))
-        peer = peers.get((prim, r["mode"]))
-        rows.append([prim, r["mode"], num(ops), num(r["wait_p99_ms"], 2),
+        conns = r.get("connections", "own")
+        peer = peers.get((prim, r["mode"], conns))
+        rows.append([prim, r["mode"], conns, num(ops), num(r["wait_p99_ms"], 2),
                      num(r.get("handoff_p99_ms"), 3), num(redis_us, 2), "ok" if ok else "WRONG",
                      peer["peer"] if peer else "–",
                      num(peer["operations_per_s"]) if peer else "–",
@@ -151,11 +157,11 @@ if lines("siblings.jsonl"):
                      num(peer.get("handoff_p99_ms"), 3) if peer else "–",
                      num(peer.get("redis_us_per_operation"), 2) if peer else "–",
                      ("ok" if peer["ok"] else "WRONG") if peer else "–"])
-    p(table(["primitive", "mode", "ops/s", "wait p99 ms", "hand-off p99 ms", "redis µs per op",
+    p(table(["primitive", "mode", "connections", "ops/s", "wait p99 ms", "hand-off p99 ms", "redis µs per op",
              "check", "peer", "peer ops/s", "× peer", "peer wait p99 ms",
              "peer hand-off p99 ms", "peer redis µs per op", "peer check"], rows))
     p("")
-    cpu = {(r["who"], r["primitive"], r["mode"]): r["redis_cpu_s"]
+    cpu = {(r["who"], r["primitive"], r["mode"], r.get("connections", "own")): r["redis_cpu_s"]
            for r in lines("siblings-cpu.jsonl")}
     floor = [(r["redis_cpu_s"], int(r["mode"])) for r in lines("siblings-cpu.jsonl")
              if r["who"] == "floor"]
@@ -179,31 +185,34 @@ if lines("siblings.jsonl"):
           "). Over 100 % at the floor, no client sending as these runs do can reach "
           "twice the peer's rate on one Redis core; near it, only one whose operations "
           "cost the server next to nothing beyond a bare round trip. A client that "
-          "shares one connection among many callers (as `Locks` does within a "
-          "process) lets Redis read several requests per call and is not bound by "
-          "this floor; these runs do not measure that.\n")
+          "shares one connection among many callers (the `shared` rows) lets Redis "
+          "read several requests per call and is not bound by this floor, so those "
+          "rows show none.\n")
         rows = []
         for r in lines("siblings.jsonl"):
             prim = r.get("primitive", "mutex")
             ops = r.get("operations", r.get("acquisitions"))
-            ours = cpu.get(("ours", prim, r["mode"]))
-            peer = peers.get((prim, r["mode"]))
-            theirs = cpu.get(("peer", prim, r["mode"]))
+            conns = r.get("connections", "own")
+            ours = cpu.get(("ours", prim, r["mode"], conns))
+            peer = peers.get((prim, r["mode"], conns))
+            theirs = cpu.get(("peer", prim, r["mode"], conns))
             if ours is None or not ops:
                 continue
             per_op = ours * 1e6 / ops
-            row = [prim, r["mode"], num(per_op, 1), num(100 * ours / r["duration_s"])]
+            row = [prim, r["mode"], conns, num(per_op, 1), num(100 * ours / r["duration_s"])]
             if peer and theirs is not None and peer["operations"]:
                 twice = 2 * peer["operations_per_s"]
+                # The floor is a round trip with one request in flight per
+                # connection: it bounds `own` runs only.
                 at_floor = (100 * twice * round_trips[prim] * floor_us / 1e6
-                            if floor_us else None)
+                            if floor_us and conns == "own" else None)
                 row += [num(theirs * 1e6 / peer["operations"], 1),
                         num(100 * theirs / peer["duration_s"]), num(twice),
                         num(100 * twice * per_op / 1e6), num(at_floor)]
             else:
                 row += ["–"] * 5
             rows.append(row)
-        p(table(["primitive", "mode", "redis cpu µs per op", "busy %",
+        p(table(["primitive", "mode", "connections", "redis cpu µs per op", "busy %",
                  "peer redis cpu µs per op", "peer busy %", "2× peer ops/s",
                  "at our cost, % of a core", "at the floor, % of a core"], rows))
         p("")
