@@ -130,6 +130,21 @@ impl Drill {
         }
     }
 
+    /// Lets the buyers go on until the refiller of sharded sale `sale` has
+    /// moved units beyond the first stocking of its `shards`: a loaded
+    /// machine sells too slowly for a fixed time to reach a refill. At
+    /// most 20 s; the books say then whether it ran.
+    async fn until_refilled(&self, sale: &str, shards: usize) {
+        let engine = Engine::connect_target(&self.target).await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            match engine.sharding_check(sale).await {
+                Ok(check) if check.transfers.len() > shards => return,
+                _ => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+    }
+
     fn slot_of(&self, sale: &str) -> u16 {
         self.cluster().slot_of(&format!("{{sale:{sale}}}")).unwrap()
     }
@@ -565,6 +580,7 @@ async fn drill_17_a_shards_master_killed_with_replica_durability() {
     drill.operate(move |c| c.rejoin(master)).await.unwrap();
     let back = killed.elapsed();
     tokio::time::sleep(Duration::from_millis(1_500)).await;
+    drill.until_refilled("hot", shards.len()).await;
     let mut seen = buyers.finish().await;
     let resumed = acknowledged_after(&seen, killed + back);
     let outcome = drill.settle("hot", &seen).await;
