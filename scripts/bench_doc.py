@@ -577,7 +577,7 @@ if http_run("rate-local-1"):
     p("The same HTTP rig; `serve --rate-per-user 1000 --burst-per-user 1000` with "
       "`--rate-limit local` (counted in the instance, by `governor`) and "
       "`--rate-limit shared` (counted in Redis by every instance together, "
-      "one GCRA function call for the purchases that ask at the same time, `seckill_lock::RateLimits`); "
+      "one GCRA function call per purchase, on one server one for the purchases that ask at the same time, `seckill_lock::RateLimits`); "
       "2,000 buyers send 100 purchases each, far below the rate, so the rows "
       "show what counting costs. The two alternate, three rounds.\n")
     p("```sh\nseckill serve … --buyer-auth body --rate-per-user 1000 --burst-per-user 1000 "

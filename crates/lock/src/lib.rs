@@ -18,7 +18,7 @@
 //! | `Lock` | one holder; waiters in arrival order; a fence above every earlier grant's; watchdog and lost signal | its lease ends it | the waiter asks when the lease would end | none once the lease ends | a grant not yet on the replica: a second holder, refused by the fence (it keeps rising: it is the server's clock in µs) |
 //! | `Semaphore` | at most N holders, each permit leased on its own; arrival order, a large request not passed by small ones; N changed live for every client | its permits return when their leases end | a re-check at least every 250 ms | none once leases end | a grant not yet on the replica: one holder more than N until that lease ends |
 //! | `RwLock` | many readers or one writer; a waiting writer stops new readers; a fence on every grant; watchdog and lost signal | its lease ends it | a re-check at least every 250 ms | none once leases end | as `Lock` |
-//! | `RateLimiter` | at most `burst + rate × t` in any window of length `t` (GCRA), one call for the decisions asked at once, the wait named | – | – | none once full again | decisions not yet on the replica: up to that many more admitted |
+//! | `RateLimiter` | at most `burst + rate × t` in any window of length `t` (GCRA), one call per decision (on one server, one for the decisions asked at once), the wait named | – | – | none once full again | decisions not yet on the replica: up to that many more admitted |
 //! | `Latch` | waiters pass once the count reaches zero | a count lasts at most its lease | a re-check at least every 250 ms | none once open or its lease ends | a count-down not yet on the replica: waiters wait for one more, at most the lease |
 //!
 //! Modules, each importing only those listed below it:
@@ -33,7 +33,8 @@
 //! - `holding`: what every leased grant shares: the watchdog, the
 //!   [`LostSignal`], release on drop.
 //! - `rate`: [`RateLimiter`], a rate and burst shared by every client (GCRA);
-//!   [`RateLimits`], a connection's limiters, their decisions batched.
+//!   [`RateLimits`], a connection's limiters, their decisions batched on
+//!   one server.
 //! - `backend`: one server or a Redlock quorum, every operation dispatched once.
 //! - `redlock`: the quorum algorithm over N masters.
 //! - `single`: the one-server algorithm: queue, hand-off, polling fallback.

@@ -16,8 +16,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use futures_util::future::join_all;
-use seckill_redis::{Coalescer, CoalescerConfig, Conn, RESPONSE_TIMEOUT, key_slot};
+use seckill_redis::{Coalescer, CoalescerConfig, Conn, RESPONSE_TIMEOUT};
 
 use crate::error::{Error, Result};
 use crate::keys;
@@ -93,10 +92,13 @@ pub struct Decision {
     pub decided_at: SystemTime,
 }
 
-/// The rate limiters of one connection. Decisions asked at the same time,
-/// on any of its limiters, ride one function call (one per hash slot on a
-/// cluster), which reads and writes each limiter's key once: what a busy
-/// service asks for many users costs Redis a few calls, not one each.
+/// The rate limiters of one connection. On one server, decisions asked at
+/// the same time, on any of its limiters, ride one function call, which
+/// reads and writes each limiter's key once: what a busy service asks for
+/// many users costs Redis a few calls, not one each. On a cluster each
+/// decision is a call of its own: limiters' keys spread over the slots, so
+/// a batch would be about a call per limiter anyway, and one waiting on a
+/// frozen master would hold up decisions bound for the healthy ones.
 /// Clone it freely; make one per connection, not one per decision.
 ///
 /// ```no_run
@@ -110,18 +112,21 @@ pub struct Decision {
 #[derive(Clone)]
 pub struct RateLimits {
     prefix: Arc<str>,
-    decide: Coalescer<Ask, Result<Decision>>,
+    conn: Conn,
+    /// The batches, on one server; none on a cluster.
+    batches: Option<Coalescer<Ask, Result<Decision>>>,
 }
 
 impl std::fmt::Debug for RateLimits {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RateLimits")
             .field("prefix", &self.prefix)
+            .field("batched", &self.batches.is_some())
             .finish_non_exhaustive()
     }
 }
 
-/// One decision as the batch sends it.
+/// One decision as a call sends it.
 struct Ask {
     key: Arc<str>,
     interval_us: Arc<str>,
@@ -132,20 +137,23 @@ struct Ask {
 impl RateLimits {
     /// The limiters of `conn` under the default key prefix, for a caller
     /// that has a connection and wants no [`Locks`](crate::Locks) (no
-    /// subscription). Starts a task on the current tokio runtime that
-    /// sends the batches.
+    /// subscription). On one server it starts a task on the current tokio
+    /// runtime that sends the batches.
     pub fn on(conn: Conn) -> Self {
         Self::new(conn, keys::DEFAULT_PREFIX)
     }
 
     pub(crate) fn new(conn: Conn, prefix: &str) -> Self {
-        let decide = Coalescer::start(CoalescerConfig::default(), MAX_BATCH, move |asks| {
+        let batches = (!conn.is_cluster()).then(|| {
             let conn = conn.clone();
-            async move { decide(conn, asks).await }
+            Coalescer::start(CoalescerConfig::default(), MAX_BATCH, move |asks| {
+                decide(conn.clone(), asks)
+            })
         });
         Self {
             prefix: prefix.into(),
-            decide,
+            conn,
+            batches,
         }
     }
 
@@ -163,73 +171,59 @@ impl RateLimits {
             interval_us: format!("{:.6}", 1e6 / rate.per_second).into(),
         })
     }
+
+    /// Decides `ask`: in the next batch, or alone on a cluster.
+    async fn decide(&self, ask: Ask) -> Result<Decision> {
+        let answer = match &self.batches {
+            Some(batches) => batches.ask(ask).await,
+            None => decide(self.conn.clone(), vec![ask]).await.pop(),
+        };
+        answer.unwrap_or_else(|| {
+            Err(redis::RedisError::from(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("the rate limiter had no answer within {RESPONSE_TIMEOUT:?}"),
+            ))
+            .into())
+        })
+    }
 }
 
-/// Sends a batch: one call per hash slot on a cluster (its keys must share
-/// one), one call on a server; each limiter's key named once per call.
-async fn decide(conn: Conn, asks: Vec<Ask>) -> Vec<Result<Decision>> {
-    let mut groups: HashMap<u16, Vec<usize>> = HashMap::new();
-    for (i, ask) in asks.iter().enumerate() {
-        let slot = if conn.is_cluster() {
-            key_slot(&ask.key)
-        } else {
-            0
-        };
-        groups.entry(slot).or_default().push(i);
+/// Sends `asks` as one call (their keys on one server, or one key), each
+/// limiter's key named once, and answers each in order.
+async fn decide(mut conn: Conn, asks: Vec<Ask>) -> Vec<Result<Decision>> {
+    let mut keys: Vec<&str> = Vec::new();
+    let mut index: HashMap<&str, usize> = HashMap::new();
+    let mut call_args: Vec<String> = Vec::with_capacity(asks.len() * 4);
+    for ask in &asks {
+        let k = *index.entry(&ask.key).or_insert_with(|| {
+            keys.push(&ask.key);
+            keys.len()
+        });
+        call_args.push(k.to_string());
+        call_args.push(ask.interval_us.to_string());
+        call_args.push(ask.burst.to_string());
+        call_args.push(ask.cells.to_string());
     }
-    let calls = groups.into_values().map(|members| {
-        let mut conn = conn.clone();
-        let asks = &asks;
-        async move {
-            let mut keys: Vec<&str> = Vec::new();
-            let mut index: HashMap<&str, usize> = HashMap::new();
-            let mut args: Vec<String> = Vec::with_capacity(members.len() * 4);
-            for &i in &members {
-                let ask = &asks[i];
-                let k = *index.entry(&ask.key).or_insert_with(|| {
-                    keys.push(&ask.key);
-                    keys.len()
-                });
-                args.push(k.to_string());
-                args.push(ask.interval_us.to_string());
-                args.push(ask.burst.to_string());
-                args.push(ask.cells.to_string());
-            }
-            let mut call = LIBRARY.call("rate", &keys);
-            for arg in &args {
-                call.arg(arg);
-            }
-            let answer: redis::RedisResult<Vec<i64>> = call.invoke(&mut conn).await;
-            (members, answer)
-        }
-    });
-    let mut out: Vec<Option<Result<Decision>>> = asks.iter().map(|_| None).collect();
-    for (members, answer) in join_all(calls).await {
-        match answer {
-            Ok(v) if v.len() == members.len() * 4 + 1 => {
-                let now_us = v[v.len() - 1];
-                for (j, &i) in members.iter().enumerate() {
-                    out[i] = Some(Ok(Decision::read(&v[j * 4..j * 4 + 4], now_us)));
-                }
-            }
-            Ok(v) => {
-                let e = redis::RedisError::from((
-                    redis::ErrorKind::Parse,
-                    "rate limiter",
-                    format!("{} values for {} decisions", v.len(), members.len()),
-                ));
-                for i in members {
-                    out[i] = Some(Err(e.clone().into()));
-                }
-            }
-            Err(e) => {
-                for i in members {
-                    out[i] = Some(Err(e.clone().into()));
-                }
-            }
-        }
+    let mut call = LIBRARY.call("rate", &keys);
+    for arg in &call_args {
+        call.arg(arg);
     }
-    out.into_iter().flatten().collect()
+    let failure = match call.invoke::<Vec<i64>>(&mut conn).await {
+        Ok(v) if v.len() == asks.len() * 4 + 1 => {
+            let now_us = v[v.len() - 1];
+            return v[..v.len() - 1]
+                .chunks(4)
+                .map(|d| Ok(Decision::read(d, now_us)))
+                .collect();
+        }
+        Ok(v) => redis::RedisError::from((
+            redis::ErrorKind::Parse,
+            "rate limiter",
+            format!("{} values for {} decisions", v.len(), asks.len()),
+        )),
+        Err(e) => e,
+    };
+    asks.iter().map(|_| Err(failure.clone().into())).collect()
 }
 
 impl Decision {
@@ -305,12 +299,7 @@ impl RateLimiter {
             burst: self.rate.burst,
             cells,
         };
-        self.limits.decide.ask(ask).await.unwrap_or_else(|| {
-            Err(Error::Timeout {
-                name: self.name.clone(),
-                waited: RESPONSE_TIMEOUT,
-            })
-        })
+        self.limits.decide(ask).await
     }
     /// Takes `cells`, waiting as long as the limiter says, up to `timeout`;
     /// [`Error::Timeout`] at once if the wait it names would end later.

@@ -241,10 +241,10 @@ async fn idle_limiters_leave_no_keys() {
 }
 
 /// Decisions asked at once of one `Locks`, on limiters of different rates
-/// and names (different hash slots), ride shared calls: each limiter still
-/// admits exactly its burst, and on one server far fewer calls are made
-/// than decisions.
-async fn decisions_batched_together_count_each_limiter_exactly(rig: Rig) {
+/// and names: each limiter still admits exactly its burst, and on one
+/// server, where they ride shared calls, far fewer calls are made than
+/// decisions (on a cluster each is a call of its own).
+async fn decisions_asked_at_once_count_each_limiter_exactly(rig: Rig) {
     let locks = rig.locks().await;
     // One cell back every 100 s: nothing refills during the test.
     let bursts = [1_u64, 5, 20, 64];
@@ -270,13 +270,16 @@ async fn decisions_batched_together_count_each_limiter_exactly(rig: Rig) {
     assert_eq!(admitted.to_vec(), bursts.to_vec());
     let calls = rate_calls(&rig).await - calls_before;
     eprintln!("400 decisions in {calls} calls");
-    assert!(calls >= 1);
-    if matches!(rig, Rig::Server(_)) {
-        assert!(calls < 200, "400 decisions took {calls} calls");
+    match rig {
+        Rig::Server(_) => assert!(
+            (1..200).contains(&calls),
+            "400 decisions took {calls} calls"
+        ),
+        Rig::Cluster(_) => assert!(calls >= 400, "400 decisions took {calls} calls"),
     }
 }
 
-on_both!(decisions_batched_together_count_each_limiter_exactly);
+on_both!(decisions_asked_at_once_count_each_limiter_exactly);
 
 /// Calls of the rate function so far, on every master.
 async fn rate_calls(rig: &Rig) -> u64 {

@@ -1,8 +1,8 @@
 //! [`Coalescer`]: concurrent requests of one process ride one call.
 //!
-//! A request that finds no call out and nothing queued is sent at once, by
-//! its caller, as a batch of one: alone, it pays no hop to a worker. Otherwise it
-//! queues; a worker takes whatever is queued (up to `max_batch`, waiting at
+//! Without a `max_wait`, a request that finds no call out and nothing
+//! queued is sent at once, by its caller, as a batch of one: alone, it pays
+//! no hop to a worker. Otherwise it queues; a worker takes whatever is queued (up to `max_batch`, waiting at
 //! most `max_wait` for more) and hands the batch to the sender, which makes
 //! one call of it and answers each request. Up to `max_in_flight` calls are
 //! out at once, so batching never leaves the connection idle, and while
@@ -68,6 +68,8 @@ pub struct Coalescer<Q, A> {
     /// Calls out: a permit each, `max_in_flight` in all.
     slots: Arc<Semaphore>,
     most_in_flight: usize,
+    /// Whether a lone request may skip the queue (no `max_wait` to honour).
+    direct: bool,
     send: Arc<Sender<Q, A>>,
 }
 
@@ -77,6 +79,7 @@ impl<Q, A> Clone for Coalescer<Q, A> {
             tx: self.tx.clone(),
             slots: self.slots.clone(),
             most_in_flight: self.most_in_flight,
+            direct: self.direct,
             send: self.send.clone(),
         }
     }
@@ -113,30 +116,32 @@ impl<Q: Send + 'static, A: Send + 'static> Coalescer<Q, A> {
             tx,
             slots,
             most_in_flight: config.max_in_flight,
+            direct: config.max_wait.is_zero(),
             send,
         }
     }
 
     /// Queues `request` for the next batch and waits for its answer. It
-    /// waits no longer than one Redis call may take: queued behind batches
-    /// that hang on a frozen master, it answers `None` then (and is dropped
-    /// from the queue unsent), so no caller waits for two timeouts in a
-    /// row. `None` too once the worker is gone.
+    /// waits no longer than one Redis call may take, sent alone or queued
+    /// behind batches that hang on a frozen master: it answers `None` then
+    /// (a queued request is dropped unsent), so no caller waits for two
+    /// timeouts in a row. `None` too once the worker is gone.
     pub async fn ask(&self, request: Q) -> Option<A> {
-        if self.tx.capacity() == self.tx.max_capacity()
-            && self.slots.available_permits() == self.most_in_flight
-            && let Ok(slot) = self.slots.clone().try_acquire_owned()
-        {
-            let answer = (self.send)(vec![request]).await.into_iter().next();
-            drop(slot);
-            return answer;
-        }
-        let (reply, answer) = oneshot::channel();
-        let queued = async {
+        let answer = async {
+            if self.direct
+                && self.tx.capacity() == self.tx.max_capacity()
+                && self.slots.available_permits() == self.most_in_flight
+                && let Ok(slot) = self.slots.clone().try_acquire_owned()
+            {
+                let answer = (self.send)(vec![request]).await.into_iter().next();
+                drop(slot);
+                return answer;
+            }
+            let (reply, answer) = oneshot::channel();
             self.tx.send((request, reply)).await.ok()?;
             answer.await.ok()
         };
-        tokio::time::timeout(RESPONSE_TIMEOUT, queued)
+        tokio::time::timeout(RESPONSE_TIMEOUT, answer)
             .await
             .ok()
             .flatten()

@@ -2,8 +2,8 @@
 //! one person with many accounts still has few addresses. Counted in this
 //! process (GCRA, by `governor`), or for the user, with
 //! [`RateScope::Shared`], in Redis by every instance together (GCRA, by
-//! `seckill_lock::RateLimits`: one function call for the purchases that
-//! ask at the same time).
+//! `seckill_lock::RateLimits`: one function call per purchase; on one
+//! server, one for the purchases that ask at the same time).
 
 use std::hash::Hash;
 use std::num::NonZeroU32;
@@ -65,7 +65,8 @@ pub enum RateScope {
     #[default]
     Local,
     /// In Redis, by every instance together: the rate holds for the
-    /// fleet, at one Redis call for the purchases that ask at once.
+    /// fleet, at one Redis call per purchase (on one server, one for the
+    /// purchases that ask at once).
     Shared,
 }
 
@@ -80,7 +81,7 @@ pub enum UserLimiter {
 impl UserLimiter {
     /// `rate` purchases per second per user, bursts up to `burst`, counted
     /// where `scope` says (a shared one on `conn`, its decisions batched
-    /// by a task started here). A rate of 0 turns it off.
+    /// on one server by a task started here). A rate of 0 turns it off.
     pub fn new(scope: RateScope, rate: f64, burst: f64, conn: seckill_redis::Conn) -> Self {
         match scope {
             RateScope::Local => Self::Local(Limiter::new(rate, burst)),

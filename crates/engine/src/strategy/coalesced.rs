@@ -38,7 +38,7 @@ impl Coalescer {
     pub async fn purchase(&self, req: &PurchaseRequest) -> Result<Outcome> {
         self.inner.ask(req.clone()).await.unwrap_or_else(|| {
             Err(Error::Batch(format!(
-                "no answer within {:?}",
+                "no answer within {:?}, or the engine is shutting down",
                 seckill_redis::RESPONSE_TIMEOUT
             )))
         })
