@@ -285,10 +285,12 @@ struct MidSale {
 }
 
 /// Buyers on `sale`; after 1 s the blocking cluster operation `op`; 1 s
-/// more of buying; then everything compared with SQL and the audit.
+/// more of buying (for a sale of `shards` shards, until its refiller has
+/// run too); then everything compared with SQL and the audit.
 async fn mid_sale(
     drill: &mut Drill,
     sale: &str,
+    shards: Option<usize>,
     op: impl FnOnce(&mut RedisCluster) -> std::io::Result<()> + Send + 'static,
 ) -> MidSale {
     let buyers = Buyers::start(&drill.http, sale);
@@ -297,6 +299,9 @@ async fn mid_sale(
     drill.operate(op).await.unwrap();
     let took = asked.elapsed();
     tokio::time::sleep(Duration::from_millis(1_000)).await;
+    if let Some(shards) = shards {
+        drill.until_refilled(sale, shards).await;
+    }
     let seen = buyers.finish().await;
     let resumed = acknowledged_after(&seen, asked + took);
     let outcome = drill.settle(sale, &seen).await;
@@ -389,7 +394,7 @@ async fn drill_12_manual_failover_mid_sale_loses_nothing() {
         took,
         resumed,
         outcome,
-    } = mid_sale(&mut drill, &sale, move |c| c.failover(replica)).await;
+    } = mid_sale(&mut drill, &sale, None, move |c| c.failover(replica)).await;
     let slowest = seen.latency(1.0);
     figures(
         "12",
@@ -424,7 +429,7 @@ async fn drill_13_the_sales_slot_moves_mid_sale() {
         took,
         resumed,
         outcome,
-    } = mid_sale(&mut drill, &sale, move |c| c.move_slot(slot, to)).await;
+    } = mid_sale(&mut drill, &sale, None, move |c| c.move_slot(slot, to)).await;
     figures(
         "13",
         json!({
@@ -621,7 +626,10 @@ async fn drill_18_a_shards_slot_moves_mid_sale() {
         took,
         resumed,
         outcome,
-    } = mid_sale(&mut drill, "hot", move |c| c.move_slot(slot, to)).await;
+    } = mid_sale(&mut drill, "hot", Some(shards.len()), move |c| {
+        c.move_slot(slot, to)
+    })
+    .await;
     let books = drill.books("hot", &seen).await;
     figures(
         "18",
