@@ -1,7 +1,7 @@
 //! The entry points: [`Locks`] (a connection to one server or to a Redlock
 //! set of masters) and [`Lock`] (one named lock with its settings).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use seckill_redis::Target;
@@ -45,8 +45,9 @@ pub struct Locks {
 struct Shared {
     prefix: String,
     backend: Backend,
-    /// The rate limiters' batches; none on Redlock.
-    rates: Option<RateLimits>,
+    /// The rate limiters, made by the first that is asked for: a `Locks`
+    /// that never limits a rate starts no batching task.
+    rates: OnceLock<RateLimits>,
 }
 
 impl std::fmt::Debug for Locks {
@@ -90,12 +91,18 @@ impl Locks {
 
     /// A rate limiter shared by every client of `name` (GCRA: at most
     /// `burst + rate × t` cells in any window of length `t`); one server
-    /// or a cluster, not Redlock.
+    /// or a cluster, not Redlock. The first one asked for on one server
+    /// starts the task (on the current tokio runtime) that batches their
+    /// decisions.
     pub fn rate_limiter(&self, name: &str, rate: Rate) -> Result<RateLimiter> {
-        match &self.shared.rates {
-            Some(rates) => rates.limiter(name, rate),
-            None => Err(Error::NotOnRedlock("a rate limiter")),
-        }
+        let Backend::Single(single) = &self.shared.backend else {
+            return Err(Error::NotOnRedlock("a rate limiter"));
+        };
+        let rates = self
+            .shared
+            .rates
+            .get_or_init(|| RateLimits::new(single.conn(), &self.shared.prefix));
+        rates.limiter(name, rate)
     }
 
     pub(crate) fn prefix(&self) -> &str {
@@ -173,10 +180,7 @@ impl LocksBuilder {
     fn build(self, backend: Backend) -> Locks {
         Locks {
             shared: Arc::new(Shared {
-                rates: match &backend {
-                    Backend::Single(single) => Some(RateLimits::new(single.conn(), &self.prefix)),
-                    Backend::Quorum(_) => None,
-                },
+                rates: OnceLock::new(),
                 prefix: self.prefix,
                 backend,
             }),

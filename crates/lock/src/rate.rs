@@ -301,6 +301,7 @@ impl RateLimiter {
         };
         self.limits.decide(ask).await
     }
+
     /// Takes `cells`, waiting as long as the limiter says, up to `timeout`;
     /// [`Error::Timeout`] at once if the wait it names would end later.
     pub async fn wait(&self, cells: u64, timeout: Duration) -> Result<Decision> {
