@@ -94,7 +94,7 @@ pub(crate) fn check_sale_key(field: &'static str, id: &str) -> Result<()> {
 /// - `sale`: one hash holding the sale's settings (`id`, `name`, `stock`,
 ///   `limit`, `start`, `end`, `inventory`, `payment_timeout`, `gen`), its
 ///   units `left`, the expiry cursor `swept`, `n` (while set, the news set
-///   of a persister waiting for the stream to grow: `tell` in
+///   of a persister waiting for the stream to grow: `join_news` in
 ///   `lua/prelude.lua`), and per buyer `u:<user>` (units
 ///   held; only for sales with a limit) and per request id `r:<req>`
 ///   (`<ms>-<n>-<i>|<qty>` of the order it bought);

@@ -203,6 +203,7 @@ impl Engine {
             .arg("")
             .arg(sales.max(1))
             .arg(EXPIRE_PER_CALL)
+            .arg(if self.target().is_cluster() { "1" } else { "" })
             .invoke(&mut self.conn.clone())
             .await?;
         let more = more == 1;

@@ -292,7 +292,8 @@ impl Inner {
             call.arg(GROUP)
                 .arg(&self.config.consumer)
                 .arg(self.config.batch)
-                .arg(SALES_PER_READ);
+                .arg(SALES_PER_READ)
+                .arg(if self.target.is_cluster() { "1" } else { "" });
             for sale in &sales {
                 call.arg(format!("seckill:{{sale:{sale}}}:sale"));
             }

@@ -121,11 +121,17 @@ async fn events_not_sales(target: Target, masters: Vec<String>) {
     );
 
     // One purchase in each of 40 sales: each reaches SQL, then expires by
-    // its pay-by time, in Redis and in SQL.
+    // its pay-by time, in Redis and in SQL. Both purchase scripts tell the
+    // persisters (purchase.lua, and purchase_batch.lua for `coalesced`).
     let mut bought = HashMap::new();
-    for i in (0..SALES).step_by(SALES / 40) {
+    for (n, i) in (0..SALES).step_by(SALES / 40).enumerate() {
         let sale = format!("s{i}");
-        let purchaser = engine.purchaser(Strategy::Atomic, &sale).await.unwrap();
+        let strategy = if n % 2 == 0 {
+            Strategy::Atomic
+        } else {
+            Strategy::Coalesced
+        };
+        let purchaser = engine.purchaser(strategy, &sale).await.unwrap();
         let Outcome::Ok(order) = purchaser
             .purchase(&PurchaseRequest::new("alice"))
             .await

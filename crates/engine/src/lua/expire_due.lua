@@ -4,14 +4,16 @@
 -- One sale: KEYS: its lifecycle keys (lifecycle_common.lua). ARGV: sale id,
 --   most stream entries, optionally its master's due index.
 -- Due sales: KEYS: 1 the master's due index (crates/orders/src/news.rs).
---   ARGV: '', most sales, most stream entries per sale. The sales' keys are
---   not declared (allow-cross-slot-keys); a sale whose slot moves is skipped.
+--   ARGV: '', most sales, most stream entries per sale, '1' on a cluster
+--   (else ''). The sales' keys are not declared (allow-cross-slot-keys); on
+--   a cluster a sale whose slot moves is skipped.
 -- Returns { orders expired, 1 if more may be due else 0, { sales left to the
 -- caller: shards (whose units the refiller must hear of), sales with more
 -- due than `most` entries, sales whose slot is moving } }.
--- Cost: TIME and ZRANGEBYSCORE, then per sale EXISTS and expire.lua's.
+-- Cost: TIME and ZRANGEBYSCORE, then per sale expire.lua's (+EXISTS on a
+-- cluster).
 local function expire_due_sales()
-  local due_index, most = KEYS[1], tonumber(ARGV[3])
+  local due_index, most, cluster = KEYS[1], tonumber(ARGV[3]), ARGV[4] == '1'
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local due = redis.call('ZRANGEBYSCORE', due_index, '-inf', string.format('%d', now),
@@ -27,8 +29,8 @@ local function expire_due_sales()
     -- may be gone from here, and a write failing halfway through the sweep
     -- would leave units returned without their event. A look at all of them
     -- first fails instead, before anything is done, and the sale is left to
-    -- the caller, whose call declares them.
-    local look = redis.pcall('EXISTS', KEYS[1], KEYS[2], KEYS[3])
+    -- the caller, whose call declares them. One server has no slots to move.
+    local look = cluster and redis.pcall('EXISTS', KEYS[1], KEYS[2], KEYS[3])
     if string.find(id, '~', 1, true) or (type(look) == 'table' and look.err) then
       left[#left + 1] = id
     else

@@ -45,7 +45,7 @@ end
 local function settle(sale, gen, limit, orders, state, news, also)
   local writes = also or {}
   if news then
-    -- tell (prelude.lua), its write of `q` joined to the one below.
+    -- join_news (prelude.lua), its write of `q` joined to the one below.
     join_news(news, KEYS[1])
     writes[#writes + 1] = 'q'
     writes[#writes + 1] = '1'

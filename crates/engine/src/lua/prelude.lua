@@ -34,22 +34,16 @@ end
 -- the name of its master's news set into the hash's field `n` (a key of
 -- this node, by a tag chosen for it: crates/orders/src/news.rs) and
 -- deletes the field `q`. Whatever then appends to the stream (a purchase,
--- a settlement) and finds the sale armed (`q` absent, `n` set) calls this:
--- the sale joins the set, which the persisters read, and is disarmed (`q`
--- written), so the calls after it until the next read pay nothing but
--- reading `q`. A purchase reads nothing: it writes `q` with its other
--- fields and learns from HSET's count of new fields whether `q` was
--- absent (see armed); a settlement writes it with the units it returns:
--- both call join_news, the first half of this. A pcall, because a set
--- left on another node (the sale's slot moved) must not fail a purchase:
--- the persisters' slow full read finds the sale then.
+-- a settlement) and finds the sale armed (`q` absent, `n` set) calls this
+-- and disarms the sale: it writes `q` with the other fields it writes
+-- anyway, so the calls after it until the next read pay nothing but
+-- reading `q`. A purchase reads nothing: it learns from HSET's count of
+-- new fields whether `q` was absent (see armed) or has `q` read with its
+-- other fields. A pcall, because a set left on another node (the sale's
+-- slot moved) must not fail a purchase: the persisters' slow full read
+-- finds the sale then.
 local function join_news(news, sale)
   redis.pcall('SADD', news, sale)
-end
-
-local function tell(news, sale)
-  join_news(news, sale)
-  redis.call('HSET', sale, 'q', '1')
 end
 
 -- The news set to tell, from a sale hash's fields `n` and `q` as read

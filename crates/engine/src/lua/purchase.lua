@@ -56,7 +56,7 @@ end
 -- Redis would write these numbers with '%.17g', far dearer than '%d'.
 left = string.format('%d', left)
 bought = bought and string.format('%d', bought)
--- Each write also writes 'q', which disarms the sale (see tell,
+-- Each write also writes 'q', which disarms the sale (see join_news,
 -- prelude.lua): HSET counts the fields it added, and one more than this
 -- purchase adds (a first buyer's count, a request id) means 'q' was absent,
 -- so the sale was armed and the persisters are told. Refusals, most of a

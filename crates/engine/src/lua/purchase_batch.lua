@@ -17,7 +17,7 @@ local limit = rules > 0 and tonumber(ARGV[last + 1]) or 0
 local start = rules > 1 and tonumber(ARGV[last + 2]) or 0
 -- Arrays grow through counters: Lua's `#` searches for the end.
 -- 'n', 'q': the news set a persister waits on, and whether it does (see
--- tell, prelude.lua).
+-- join_news, prelude.lua).
 local fields, nf = { 'gen', 'left', 'end', 'n', 'q' }, 5
 for i = 2, last, 3 do
   if limit > 0 then
@@ -116,9 +116,10 @@ end
 if n == 0 then
   return answers
 end
+-- join_news (prelude.lua), its write of `q` joined to the one below.
 local news = armed(m[4], m[5])
 if news then
-  tell(news, KEYS[1])
+  join_news(news, KEYS[1])
 end
 local entry = redis.call('XADD', KEYS[2], '*', unpack(event))
 answers[1] = entry
@@ -138,6 +139,10 @@ for _, req in ipairs(fresh) do
   writes[nw + 1] = 'r:' .. req
   nw = nw + 2
   writes[nw] = entry .. (ORDER_SUFFIX[number] or '-' .. number .. '|') .. sold[number]
+end
+if news then
+  writes[nw + 1] = 'q'
+  writes[nw + 2] = '1'
 end
 redis.call('HSET', KEYS[1], unpack(writes))
 return answers

@@ -1,23 +1,26 @@
 -- A persister's next batches from the sales of one master that have news.
 -- KEYS: 1 the master's news set  2 its readers hash (layout: news.rs).
 -- ARGV: group, consumer, most entries per sale, most sales from the news set,
---       then sale hash keys to read whether or not they have news.
+--       '1' on a cluster (else ''), then sale hash keys to read whether or
+--       not they have news.
 -- Returns { 1 if the news set still holds sales else 0, then per sale with
 -- something new its id and its entries, one per line: "<id> <name> <value> …"
 -- (seckill_engine::Event::decode_lines) }; a sale that could not be read
 -- (its slot moving) gives its id and '!' then the error.
 -- Reads with NOACK and records each batch as one field of the sale's
 -- persisting hash, "<first id>" -> "<last id> <entries> <ms> <consumer>", until
--- committed (persister.rs); a sale read to its end is armed (`n`, see tell).
--- Cost: TIME, HSET, SPOP; per sale EXISTS, XREADGROUP, HMGET, HDEL (+HSET of
--- the batch, +ZADD in the due index for a purchase).
+-- committed (persister.rs); a sale read to its end is armed (`n`, see
+-- join_news, crates/engine/src/lua/prelude.lua).
+-- Cost: TIME, HSET, SPOP; per sale XREADGROUP, HMGET, HDEL (+HSET of the
+-- batch, +ZADD in the due index for a purchase, +EXISTS on a cluster).
 local group, consumer, count = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local t = redis.call('TIME')
 local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local now = string.format('%d', ms)
 redis.call('HSET', KEYS[2], consumer, now)
 local sales = redis.call('SPOP', KEYS[1], ARGV[4])
-for i = 5, #ARGV do
+local cluster = ARGV[5] == '1'
+for i = 6, #ARGV do
   sales[#sales + 1] = ARGV[i]
 end
 local due = KEYS[1] .. ':due'
@@ -36,7 +39,8 @@ for _, sale in ipairs(sales) do
   -- record of their batch: lost to the persisters). A look at all of them
   -- first fails instead, before anything is done, and is answered: the
   -- persister reads the sale again, from its master once the slot settled.
-  local r = redis.pcall('EXISTS', sale, stream, persisting)
+  -- One server has no slots to move.
+  local r = cluster and redis.pcall('EXISTS', sale, stream, persisting)
   if not (type(r) == 'table' and r.err) then
     r = read(stream)
   end
