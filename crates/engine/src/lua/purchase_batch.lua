@@ -8,8 +8,9 @@
 -- Returns { entry id or '' if nothing sold, one answer per purchase }: the
 -- order's number i in that entry, the stored "<ms>-<n>-<i>|<qty>" of an
 -- earlier purchase with this request id, or a refusal as purchase.lua's.
--- Cost: 3 redis.calls per batch whatever its size (HMGET, XADD, HSET), 4 with
--- a start or an end; per purchase its hash fields and one stream pair.
+-- Cost: 3 redis.calls per batch whatever its size (HMGET, XADD, HSET), +1
+-- TIME with a start or an end, +1 SADD on a sale a persister waits on (see
+-- join_news, prelude.lua); per purchase its hash fields and one stream pair.
 local gen, last = ARGV[1], #ARGV
 local rules = (last - 1) % 3
 last = last - rules
