@@ -37,11 +37,12 @@ end
 -- a settlement) and finds the sale armed (`q` absent, `n` set) calls this
 -- and disarms the sale: it writes `q` with the other fields it writes
 -- anyway, so the calls after it until the next read pay nothing but
--- reading `q`. A purchase reads nothing: it learns from HSET's count of
--- new fields whether `q` was absent (see armed) or has `q` read with its
--- other fields. A pcall, because a set left on another node (the sale's
--- slot moved) must not fail a purchase: the persisters' slow full read
--- finds the sale then.
+-- reading `q`. A lone purchase (purchase.lua) reads nothing for it: it
+-- learns from HSET's count of new fields whether `q` was absent; a batch
+-- (purchase_batch.lua) and a settlement read `q` with the fields they read
+-- anyway (see armed). A pcall, because a set left on another node (the
+-- sale's slot moved) must not fail a purchase: the persisters' slow full
+-- read finds the sale then.
 local function join_news(news, sale)
   redis.pcall('SADD', news, sale)
 end
