@@ -2,11 +2,12 @@
 //!
 //! Without a `max_wait`, a request that finds no call out and nothing
 //! queued is sent at once, by its caller, as a batch of one: alone, it pays
-//! no hop to a worker. Otherwise it queues; a worker takes whatever is queued (up to `max_batch`, waiting at
-//! most `max_wait` for more) and hands the batch to the sender, which makes
-//! one call of it and answers each request. Up to `max_in_flight` calls are
-//! out at once, so batching never leaves the connection idle, and while
-//! they are the next batch grows. What a batch shares (one `FCALL`, one
+//! no hop to a worker. Otherwise it queues; a worker takes whatever is
+//! queued (up to `max_batch`, waiting at most `max_wait` for more) and
+//! hands the batch to the sender, which makes one call of it and answers
+//! each request. Up to `max_in_flight` calls are out at once, so batching
+//! never leaves the connection idle, and while they are the next batch
+//! grows. What a batch shares (one `FCALL`, one
 //! read of a hot key) is where the speed comes from.
 
 use std::future::Future;
