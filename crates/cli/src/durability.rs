@@ -7,11 +7,11 @@ use clap::Args as ClapArgs;
 #[derive(ClapArgs)]
 pub struct DurabilityArgs {
     /// When a purchase is acknowledged: `primary` when the master has it;
-    /// `replica` once a replica has it too (`WAIT 1`), so a failover cannot
-    /// lose it; past `--replica-timeout-ms` the buyer gets a 503 and
-    /// retries with the same request id. With `replica` the persister
-    /// commits to SQL only what a replica has, so an order a failover
-    /// took from Redis is not in SQL either.
+    /// `replica` once every replica in touch with the master has it too
+    /// (`WAIT`), so a failover cannot lose it; past `--replica-timeout-ms`
+    /// the buyer gets a 503 and retries with the same request id. With
+    /// `replica` the persister commits to SQL only what those replicas
+    /// have, so an order a failover took from Redis is not in SQL either.
     #[arg(long, value_enum, default_value_t = DurabilityArg::Primary)]
     durability: DurabilityArg,
     /// With `--durability replica`: longest wait for a replica, in ms.

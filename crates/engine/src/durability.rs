@@ -1,9 +1,12 @@
 //! [`Durability`]: when a purchase is acknowledged. Redis replicates
 //! asynchronously, so a master that dies right after answering can take a
 //! purchase with it when its replica is promoted. With
-//! [`Durability::Replica`] a purchase is acknowledged only once a replica
-//! has it (`WAIT 1 <ms>`); otherwise the buyer gets an error and retries
-//! with the same request id, which answers with the order if it survived.
+//! [`Durability::Replica`] a purchase is acknowledged only once every
+//! replica that could take over has it (`WAIT n <ms>`, n the replicas the
+//! master lists online and heard from lately: see
+//! [`Conn::on_every_replica`]); otherwise the buyer gets an error and
+//! retries with the same request id, which answers with the order if it
+//! survived.
 //!
 //! `WAIT` holds the connection's later commands until it answers, and one
 //! `WAIT` covers every write the connection sent before it. So the writes
@@ -38,7 +41,8 @@ pub enum Durability {
     /// When the master has it (the default; Redis's own guarantee).
     #[default]
     Primary,
-    /// When a replica has it too, confirmed within `timeout`.
+    /// When every replica that could take over has it too, confirmed
+    /// within `timeout`.
     Replica {
         /// Longest wait for a replica's confirmation.
         timeout: Duration,
@@ -59,7 +63,7 @@ struct Gate {
     /// Whether a task is sending `WAIT`s now.
     running: bool,
     /// Purchases waiting for the next `WAIT`, each with the connection's
-    /// epoch from before it was sent: told whether a replica has them.
+    /// epoch from before it was sent: told whether every replica has them.
     next: Vec<(u64, oneshot::Sender<bool>)>,
 }
 
@@ -79,7 +83,7 @@ impl ReplicaGate {
         self.conn.epoch()
     }
 
-    /// Whether a replica has every write this connection made so far,
+    /// Whether every replica has every write this connection made so far,
     /// the purchase sent at `epoch` included; called after the purchase's
     /// answer arrived, so the next `WAIT` sent covers it.
     pub async fn confirm(&self, epoch: u64) -> bool {
@@ -115,8 +119,8 @@ async fn drive(mut conn: Conn, key: String, timeout: Duration, state: Arc<Mutex<
             std::mem::take(&mut gate.next)
         };
         let before = conn.epoch();
-        let confirmed = match conn.wait_replicas(key.as_bytes(), 1, timeout).await {
-            Ok(acked) => acked >= 1 && conn.epoch() == before,
+        let confirmed = match conn.on_every_replica(key.as_bytes(), timeout).await {
+            Ok(kept) => kept && conn.epoch() == before,
             Err(e) => {
                 tracing::warn!(error = %e, "WAIT for a replica failed");
                 false

@@ -50,10 +50,12 @@ pub struct PersisterConfig {
     /// whatever the signals said.
     pub full_read: Duration,
     /// With `Some(timeout)`, what a read took is committed to SQL only
-    /// once a replica has it (`WAIT 1 timeout` after the read, on the
-    /// connection that read; replication is ordered, so a replica that
-    /// has the read has the purchases before it). A purchase its master
-    /// answered but no replica had, lost with the master in a failover,
+    /// once every replica that could take over has it
+    /// ([`Conn::on_every_replica`](seckill_redis::Conn::on_every_replica)
+    /// after the read, on the connection that read; replication is
+    /// ordered, so a replica that has the read has the purchases before
+    /// it). A purchase its master answered and a replica lacked, lost
+    /// with the master in a failover that promoted that replica,
     /// then never reaches SQL either. A read left unconfirmed stays
     /// pending and is taken over once `claim_idle` old, then committed
     /// without asking again: a replica that far behind is not waited for.
@@ -64,7 +66,7 @@ pub struct PersisterConfig {
 impl PersisterConfig {
     /// Commits as purchases are acknowledged: with
     /// [`Durability::Replica`](seckill_engine::Durability::Replica), only
-    /// what a replica has, waiting as long as a purchase would
+    /// what every replica has, waiting as long as a purchase would
     /// ([`PersisterConfig::replica_wait`]).
     ///
     /// ```

@@ -59,18 +59,18 @@ struct Read {
     reply: redis::RedisResult<Vec<String>>,
 }
 
-/// Whether a replica has every write `conn` sent to `key`'s master, the
-/// read just answered included, and the connection is still the one of
+/// Whether every replica that could take over has every write `conn`
+/// sent to `key`'s master, the read just answered included (see
+/// [`Conn::on_every_replica`]), and the connection is still the one of
 /// `epoch`: a `WAIT` on a connection made again since would count none of
 /// the old one's writes.
-async fn on_a_replica(
+async fn on_every_replica(
     conn: &mut Conn,
     key: &str,
     epoch: u64,
     timeout: Duration,
 ) -> redis::RedisResult<()> {
-    let acked = conn.wait_replicas(key.as_bytes(), 1, timeout).await?;
-    if acked >= 1 && conn.epoch() == epoch {
+    if conn.on_every_replica(key.as_bytes(), timeout).await? && conn.epoch() == epoch {
         return Ok(());
     }
     Err(redis::RedisError::from((
@@ -307,7 +307,7 @@ impl Inner {
                 // The first word says whether more waits; sales follow.
                 if let (Ok(answer), Some(timeout)) = (&reply, replica_wait)
                     && answer.len() > 1
-                    && let Err(e) = on_a_replica(&mut conn, &news, epoch, timeout).await
+                    && let Err(e) = on_every_replica(&mut conn, &news, epoch, timeout).await
                 {
                     reply = Err(e);
                 }

@@ -130,27 +130,40 @@ impl Conn {
         };
     }
 
-    /// `WAIT replicas timeout` on the connection that wrote `key`: the
-    /// number of replicas that have every write this connection sent to
-    /// `key`'s master so far. Redis holds the connection's later commands
-    /// until it answers, so callers share one wait among the writes made
-    /// meanwhile.
+    /// Whether every replica that could take over from `key`'s master has
+    /// every write this connection sent to it so far, confirmed within
+    /// `timeout`; false when the master has no such replica. Redis holds
+    /// the connection's later commands until it answers, so callers share
+    /// one confirmation among the writes made meanwhile.
+    ///
+    /// Every one, not one of them: the sentinels, or a cluster's replicas
+    /// in their election, pick the replica to promote by offsets that may
+    /// be a second old, so a confirmation by one replica of two did not
+    /// keep a write through a failover that promoted the other. Waited for
+    /// are the replicas the master lists online (`INFO replication`) and
+    /// heard from within the last two seconds: one frozen or cut off
+    /// longer is not waited for (it would stop every confirmation until
+    /// the master dropped it, a minute by default), and the sentinels stop
+    /// choosing a replica that does not answer them for five seconds.
     ///
     /// ```no_run
     /// # async fn run(mut conn: seckill_redis::Conn) -> redis::RedisResult<()> {
-    /// let acked = conn.wait_replicas(b"{sale:1}:sale", 1, std::time::Duration::from_millis(100)).await?;
-    /// assert!(acked >= 1, "the write is on a replica");
+    /// let kept = conn.on_every_replica(b"{sale:1}:sale", std::time::Duration::from_millis(100)).await?;
+    /// assert!(kept, "the writes are on every replica");
     /// # Ok(()) }
     /// ```
-    pub async fn wait_replicas(
-        &mut self,
-        key: &[u8],
-        replicas: u32,
-        timeout: Duration,
-    ) -> RedisResult<u32> {
-        let mut cmd = redis::cmd("WAIT");
-        cmd.arg(replicas).arg(timeout.as_millis().max(1) as u64);
-        redis::from_redis_value(self.on_master_of(cmd, key).await?).map_err(Into::into)
+    pub async fn on_every_replica(&mut self, key: &[u8], timeout: Duration) -> RedisResult<bool> {
+        let mut info = redis::cmd("INFO");
+        info.arg("replication");
+        let info: String = redis::from_redis_value(self.on_master_of(info, key).await?)?;
+        let replicas = replicas_in_touch(&info);
+        if replicas == 0 {
+            return Ok(false);
+        }
+        let mut wait = redis::cmd("WAIT");
+        wait.arg(replicas).arg(timeout.as_millis().max(1) as u64);
+        let acked: usize = redis::from_redis_value(self.on_master_of(wait, key).await?)?;
+        Ok(acked >= replicas)
     }
 
     /// Sends `cmd` where a command on `key` runs.
@@ -228,5 +241,49 @@ impl ConnectionLike for Conn {
             Inner::Cluster(c) => c.get_db(),
             Inner::Sentinel(c) => c.get_db(),
         }
+    }
+}
+
+/// How long, in seconds, a replica may go unheard by its master (replicas
+/// report their offset every second) and still be waited for by
+/// [`Conn::on_every_replica`].
+const REPLICA_SILENCE: u64 = 2;
+
+/// The replicas an `INFO replication` answer lists online and heard from
+/// within [`REPLICA_SILENCE`] seconds: lines such as
+/// `slave0:ip=10.0.0.2,port=6379,state=online,offset=123,lag=0`.
+fn replicas_in_touch(info: &str) -> usize {
+    info.lines()
+        .filter(|l| l.starts_with("slave") && l.contains(':'))
+        .filter(|l| {
+            let field = |name: &str| {
+                l.split([':', ','])
+                    .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+            };
+            field("state") == Some("online")
+                && field("lag")
+                    .and_then(|lag| lag.trim().parse::<u64>().ok())
+                    .is_some_and(|lag| lag <= REPLICA_SILENCE)
+        })
+        .count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::replicas_in_touch;
+
+    #[test]
+    fn only_replicas_online_and_heard_from_lately_are_waited_for() {
+        let info = "# Replication\r\nrole:master\r\nconnected_slaves:4\r\n\
+            slave0:ip=127.0.0.1,port=7001,state=online,offset=10,lag=0\r\n\
+            slave1:ip=127.0.0.1,port=7002,state=online,offset=10,lag=2\r\n\
+            slave2:ip=127.0.0.1,port=7003,state=online,offset=9,lag=3\r\n\
+            slave3:ip=127.0.0.1,port=7004,state=wait_bgsave,offset=0,lag=0\r\n\
+            master_failover_state:no-failover\r\nmaster_repl_offset:10\r\n";
+        assert_eq!(replicas_in_touch(info), 2);
+        assert_eq!(
+            replicas_in_touch("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n"),
+            0
+        );
     }
 }

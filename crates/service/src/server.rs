@@ -65,7 +65,7 @@ pub struct Config {
     /// answers 503 `sale_lost` until restored).
     pub restore_lost_sales: bool,
     /// When a purchase is acknowledged: by the master (the default), or
-    /// once a replica has it too.
+    /// once every replica in touch with the master has it too.
     pub durability: seckill_engine::Durability,
 }
 

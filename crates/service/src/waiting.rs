@@ -1,5 +1,6 @@
 //! [`Waiting`]: sales whose purchases wait for a replica. With
-//! `--durability replica` a purchase is acknowledged once a replica has it;
+//! `--durability replica` a purchase is acknowledged once every replica in
+//! touch with its master has it;
 //! a master without one (after a failover promoted its only replica, say)
 //! cannot confirm, and its sales answer 503 until a replica rejoins. This
 //! instance notes such sales, for `/readyz` and the

@@ -229,6 +229,16 @@ impl RedisServer {
         self.dir.path()
     }
 
+    /// Waits (at most 10 s) until this replica says its link to its
+    /// master is up, so what the master writes next reaches it.
+    pub fn wait_synced(&self) -> io::Result<()> {
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        while !crate::redis_cli::synced_replica(self.port) {
+            crate::redis_cli::settle_or_fail(deadline, "a replica to sync")?;
+        }
+        Ok(())
+    }
+
     /// Whether the process is running (it may still be paused).
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.as_mut().map(Child::try_wait), Some(Ok(None)))
