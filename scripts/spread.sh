@@ -9,9 +9,12 @@
 # /proc/PID/task/*/schedstat) from the first purchase until every order
 # is expired in SQL, per purchase, and how long after its answer each
 # order was first seen in SQL (p50, p99; the watcher looks every 5 ms).
-# Then a trickle: 100/s over the 10,000 sales for 20 s. One JSON line per
-# case. Needs
-# redis-server, curl and python3; about three minutes.
+# Each case again with `serve --no-background` and stock enough that no
+# purchase is refused (`"background": false`): the purchases alone, over
+# their window, so what the background adds per purchase is the
+# difference. Then a trickle: 100/s over the 10,000 sales for 20 s. One
+# JSON line per case. Needs redis-server, curl and python3; about five
+# minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
@@ -21,29 +24,33 @@ SECONDS_RUN=${SECONDS_RUN:-30}
 
 cpu_ns() { cat /proc/"$1"/task/*/schedstat | awk '{s += $1} END {printf "%d\n", s}'; }
 
-# run NAME SALES RATE SECONDS: a fresh redis-server and serve, SALES
-# sales, RATE purchases/s for SECONDS.
+# run NAME SALES RATE SECONDS [alone]: a fresh redis-server and serve,
+# SALES sales, RATE purchases/s for SECONDS; with `alone`, serve runs no
+# background and nothing is waited for after the purchases.
 run() {
-  local name=$1 sales=$2 rate=$3 seconds=$4 rport web rpid
+  local name=$1 sales=$2 rate=$3 seconds=$4 alone=${5:-} rport web rpid background=()
   rport=$(free_port)
   redis-server --port "$rport" --save '' --appendonly no --logfile "$OUT/redis-$name.log" &
   rpid=$!
   PIDS+=($rpid)
   for _ in $(seq 50); do redis-cli -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  [ "$alone" = alone ] && background=(--no-background)
   web=$(free_port)
   $S serve --listen 127.0.0.1:$web --redis-url redis://127.0.0.1:$rport/ --database-url "$OUT/$name.db" \
-    --admin-token tok --buyer-auth body --rate-per-user 0 --rate-per-ip 0 >"$OUT/serve-$name.log" 2>&1 &
+    --admin-token tok --buyer-auth body --rate-per-user 0 --rate-per-ip 0 "${background[@]}" >"$OUT/serve-$name.log" 2>&1 &
   local spid=$!
   PIDS+=($spid)
   for _ in $(seq 100); do curl -sf http://127.0.0.1:$web/healthz >/dev/null && break; sleep 0.1; done
-  python3 - "$web" "$sales" "$rate" "$seconds" "$rpid" "$OUT/$name.db" "$name" "$rport" <<'PY'
+  python3 - "$web" "$sales" "$rate" "$seconds" "$rpid" "$OUT/$name.db" "$name" "$rport" "$alone" <<'PY'
 import http.client, json, random, sqlite3, subprocess, sys, threading, time
-web, sales, rate, seconds, rpid, db, name, rport = sys.argv[1:9]
-sales, rate, seconds, rpid = int(sales), int(rate), int(seconds), int(rpid)
+web, sales, rate, seconds, rpid, db, name, rport, alone = sys.argv[1:10]
+sales, rate, seconds, rpid, alone = int(sales), int(rate), int(seconds), int(rpid), alone == "alone"
 H = {"Authorization": "Bearer tok", "Content-Type": "application/json"}
 c = http.client.HTTPConnection("127.0.0.1", int(web))
 stock = rate * seconds
-per_sale = -(-stock // sales)
+# Without the background no unit comes back from an expiry: each sale
+# holds the whole stock, so no purchase is refused.
+per_sale = stock if alone else -(-stock // sales)
 for i in range(sales):
     body = {"id": f"s{i}", "name": "s", "stock": per_sale, "per_user_limit": 1, "payment_timeout_secs": 2}
     c.request("POST", "/v1/sales", json.dumps(body), H)
@@ -135,14 +142,14 @@ for w in workers: w.start()
 for w in workers: w.join()
 took = time.monotonic() - start
 bought = sum(ok)
-stop_watch = time.monotonic() + 30
+stop_watch = time.monotonic() + (0 if alone else 30)
 done.set()
 watcher.join()
 lags = sorted((seen[o] - answered[o]) * 1000 for o in answered if o in seen)
 p99 = lags[int(len(lags) * 0.99)] if lags else None
 # Until every order is expired in SQL: bought, persisted, expired, persisted.
 sql = sqlite3.connect(db)
-deadline = time.monotonic() + 60
+deadline = time.monotonic() + (0 if alone else 60)
 while True:
     n = sql.execute("SELECT COUNT(*) FROM orders WHERE state = 'expired'").fetchone()[0]
     if n >= bought or time.monotonic() > deadline:
@@ -159,7 +166,8 @@ for cmd, (calls, usec) in stats_after.items():
         by_command[cmd] = {"calls_per_purchase": round((calls - c0) / max(bought, 1), 3),
                            "us_per_purchase": round((usec - u0) / max(bought, 1), 2)}
 by_command = dict(sorted(by_command.items(), key=lambda kv: -kv[1]["us_per_purchase"]))
-print(json.dumps({"case": name, "sales": sales, "purchases": bought, "expired_in_sql": n,
+print(json.dumps({"case": name, "sales": sales, "background": not alone, "purchases": bought,
+                  "expired_in_sql": n,
                   "purchases_per_s": round(bought / took), "window_s": round(time.monotonic() - start, 1),
                   "redis_cpu_us_per_purchase": round((after - before) / 1000 / max(bought, 1), 2),
                   "to_sql_p50_ms": round(lags[len(lags) // 2], 1) if lags else None,
@@ -173,6 +181,8 @@ PY
 
 run one 1 "$RATE" "$SECONDS_RUN"
 run spread 10000 "$RATE" "$SECONDS_RUN"
+run one-alone 1 "$RATE" "$SECONDS_RUN" alone
+run spread-alone 10000 "$RATE" "$SECONDS_RUN" alone
 # A trickle: how long an order takes to reach SQL when purchases are few
 # and far between, each in another sale.
 run trickle 10000 100 20
