@@ -8,22 +8,11 @@
 use std::time::{Duration, Instant};
 
 use seckill_engine::{Durability, Engine, Error, Outcome, PurchaseRequest, SaleSpec, Strategy};
-use seckill_testkit::{Options, RedisServer};
+use seckill_testkit::RedisServer;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_purchase_is_acknowledged_once_every_replica_in_touch_has_it() {
-    let master = RedisServer::start().unwrap();
-    let replicas: Vec<RedisServer> = (0..2)
-        .map(|_| {
-            Options::default()
-                .replica_of(master.port())
-                .start()
-                .unwrap()
-        })
-        .collect();
-    for replica in &replicas {
-        replica.wait_synced().unwrap();
-    }
+    let (master, replicas) = RedisServer::start_with_replicas(2).unwrap();
     let engine = Engine::connect(&master.url())
         .await
         .unwrap()

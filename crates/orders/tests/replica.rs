@@ -9,132 +9,123 @@ use std::time::{Duration, Instant};
 
 use seckill_engine::{Engine, SaleSpec, Strategy};
 use seckill_orders::{Persister, PersisterConfig, Store};
-use seckill_testkit::{Options, RedisServer};
+use seckill_testkit::RedisServer;
 
 mod common;
 
 use common::buy;
 
-async fn in_sql(store: &Store, generation: i64) -> usize {
-    store.orders("r", generation).await.unwrap().len()
+/// A master with `replicas` synced replicas, a sale "r" on it, and a
+/// persister that commits only what every replica in touch has; a batch
+/// left unconfirmed is taken over (and committed without asking again)
+/// once `claim_idle` old.
+struct Rig {
+    _master: RedisServer,
+    replicas: Vec<RedisServer>,
+    engine: Engine,
+    store: Store,
+    persister: Persister,
+    generation: i64,
+    _dir: tempfile::TempDir,
+}
+
+impl Rig {
+    async fn start(replicas: usize, claim_idle: Duration) -> Self {
+        let (master, replicas) = RedisServer::start_with_replicas(replicas).unwrap();
+        let engine = Engine::connect(&master.url()).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().join("o.db").to_str().unwrap())
+            .await
+            .unwrap();
+        let config = PersisterConfig {
+            consumer: "p".to_owned(),
+            claim_idle,
+            housekeeping: Duration::from_millis(50),
+            replica_wait: Some(Duration::from_millis(200)),
+            ..PersisterConfig::default()
+        };
+        let persister = Persister::new(&master.url(), store.clone(), config)
+            .await
+            .unwrap();
+        engine
+            .create_sale(&SaleSpec::new("r", 100).per_user_limit(3))
+            .await
+            .unwrap();
+        let generation = engine.sale("r").await.unwrap().generation as i64;
+        Self {
+            _master: master,
+            replicas,
+            engine,
+            store,
+            persister,
+            generation,
+            _dir: dir,
+        }
+    }
+
+    /// Ten purchases, by u0 … u9.
+    async fn buy_ten(&self) {
+        assert_eq!(buy(&self.engine, Strategy::Atomic, "r", 10).await.len(), 10);
+    }
+
+    async fn in_sql(&self) -> usize {
+        self.store.orders("r", self.generation).await.unwrap().len()
+    }
+
+    /// Persister rounds until `n` orders are in SQL, at most `within`.
+    async fn until_in_sql(&mut self, n: usize, within: Duration, what: &str) {
+        let deadline = Instant::now() + within;
+        while self.in_sql().await < n {
+            let _ = self.persister.round().await;
+            assert!(Instant::now() < deadline, "{what}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn orders_reach_sql_only_once_a_replica_has_them() {
-    let master = RedisServer::start().unwrap();
-    let replica = Options::default()
-        .replica_of(master.port())
-        .start()
-        .unwrap();
-    replica.wait_synced().unwrap();
-    let engine = Engine::connect(&master.url()).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path().join("o.db").to_str().unwrap())
-        .await
-        .unwrap();
-    let config = PersisterConfig {
-        consumer: "p".to_owned(),
-        claim_idle: Duration::from_millis(500),
-        housekeeping: Duration::from_millis(50),
-        replica_wait: Some(Duration::from_millis(200)),
-        ..PersisterConfig::default()
-    };
-    let mut persister = Persister::new(&master.url(), store.clone(), config)
-        .await
-        .unwrap();
-    engine
-        .create_sale(&SaleSpec::new("r", 100).per_user_limit(2))
-        .await
-        .unwrap();
-    let generation = engine.sale("r").await.unwrap().generation as i64;
+    let mut rig = Rig::start(1, Duration::from_millis(500)).await;
 
     // A replica confirms: the orders are committed in the round that read them.
-    assert_eq!(buy(&engine, Strategy::Atomic, "r", 10).await.len(), 10);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while in_sql(&store, generation).await < 10 {
-        let _ = persister.round().await;
-        assert!(Instant::now() < deadline, "orders never reached SQL");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    rig.buy_ten().await;
+    rig.until_in_sql(10, Duration::from_secs(10), "orders never reached SQL")
+        .await;
 
     // The replica frozen: the master acknowledges (durability primary),
     // the persister reads, no replica confirms, nothing is committed.
-    replica.pause().unwrap();
-    let frozen = buy(&engine, Strategy::Atomic, "r", 10).await;
-    assert_eq!(frozen.len(), 10);
-    let refused = persister.round().await.unwrap_err().to_string();
+    rig.replicas[0].pause().unwrap();
+    rig.buy_ten().await;
+    let refused = rig.persister.round().await.unwrap_err().to_string();
     assert!(refused.contains("no replica confirmed"), "{refused}");
-    assert_eq!(
-        in_sql(&store, generation).await,
-        10,
-        "committed without a replica"
-    );
+    assert_eq!(rig.in_sql().await, 10, "committed without a replica");
 
     // Running again, the replica catches up; the batch left pending is
     // taken over once idle, and committed.
-    replica.resume().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while in_sql(&store, generation).await < 20 {
-        let _ = persister.round().await;
-        assert!(
-            Instant::now() < deadline,
-            "the frozen orders never reached SQL"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    rig.replicas[0].resume().unwrap();
+    rig.until_in_sql(
+        20,
+        Duration::from_secs(10),
+        "the frozen orders never reached SQL",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_two_replicas_one_frozen_the_other_alone_does_not_confirm_at_once() {
-    let master = RedisServer::start().unwrap();
-    let replicas: Vec<RedisServer> = (0..2)
-        .map(|_| {
-            Options::default()
-                .replica_of(master.port())
-                .start()
-                .unwrap()
-        })
-        .collect();
-    for replica in &replicas {
-        replica.wait_synced().unwrap();
-    }
-    let engine = Engine::connect(&master.url()).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path().join("o.db").to_str().unwrap())
-        .await
-        .unwrap();
-    // A batch left unconfirmed is taken over (and committed without
-    // asking again) only after `claim_idle`: long enough that the second
-    // step below sees only what the replicas confirm.
-    let config = PersisterConfig {
-        consumer: "p".to_owned(),
-        claim_idle: Duration::from_secs(8),
-        housekeeping: Duration::from_millis(50),
-        replica_wait: Some(Duration::from_millis(200)),
-        ..PersisterConfig::default()
-    };
-    let mut persister = Persister::new(&master.url(), store.clone(), config)
-        .await
-        .unwrap();
-    engine
-        .create_sale(&SaleSpec::new("r", 100).per_user_limit(3))
-        .await
-        .unwrap();
-    let generation = engine.sale("r").await.unwrap().generation as i64;
-    assert_eq!(buy(&engine, Strategy::Atomic, "r", 10).await.len(), 10);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while in_sql(&store, generation).await < 10 {
-        let _ = persister.round().await;
-        assert!(Instant::now() < deadline, "orders never reached SQL");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    // Taken over only after 8 s: the second step below sees only what the
+    // replicas confirm.
+    let mut rig = Rig::start(2, Duration::from_secs(8)).await;
+    rig.buy_ten().await;
+    rig.until_in_sql(10, Duration::from_secs(10), "orders never reached SQL")
+        .await;
 
     // One replica frozen, the other confirming at once: a failover could
     // still promote the frozen one, so nothing is committed.
-    replicas[1].pause().unwrap();
+    rig.replicas[1].pause().unwrap();
     let frozen = Instant::now();
-    assert_eq!(buy(&engine, Strategy::Atomic, "r", 10).await.len(), 10);
-    let refused = persister.round().await.unwrap_err().to_string();
+    rig.buy_ten().await;
+    let refused = rig.persister.round().await.unwrap_err().to_string();
     assert!(
         frozen.elapsed() < Duration::from_secs(1),
         "the round took {:?}: the master may have stopped waiting for the frozen replica already",
@@ -142,7 +133,7 @@ async fn with_two_replicas_one_frozen_the_other_alone_does_not_confirm_at_once()
     );
     assert!(refused.contains("no replica confirmed"), "{refused}");
     assert_eq!(
-        in_sql(&store, generation).await,
+        rig.in_sql().await,
         10,
         "committed while a replica lacked it"
     );
@@ -150,32 +141,22 @@ async fn with_two_replicas_one_frozen_the_other_alone_does_not_confirm_at_once()
     // Unheard of for over two seconds, the frozen replica is no longer
     // waited for: the other confirms what follows.
     tokio::time::sleep(Duration::from_millis(3_500).saturating_sub(frozen.elapsed())).await;
-    assert_eq!(buy(&engine, Strategy::Atomic, "r", 10).await.len(), 10);
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while in_sql(&store, generation).await < 20 {
-        let _ = persister.round().await;
-        assert!(
-            Instant::now() < deadline,
-            "the replica in touch never confirmed alone"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert_eq!(
-        in_sql(&store, generation).await,
+    rig.buy_ten().await;
+    rig.until_in_sql(
         20,
-        "the frozen batch committed early"
-    );
+        Duration::from_secs(2),
+        "the replica in touch never confirmed alone",
+    )
+    .await;
+    assert_eq!(rig.in_sql().await, 20, "the frozen batch committed early");
 
     // Running again, it is waited for again, and the batch left pending
     // is taken over once idle.
-    replicas[1].resume().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while in_sql(&store, generation).await < 30 {
-        let _ = persister.round().await;
-        assert!(
-            Instant::now() < deadline,
-            "the frozen orders never reached SQL"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    rig.replicas[1].resume().unwrap();
+    rig.until_in_sql(
+        30,
+        Duration::from_secs(20),
+        "the frozen orders never reached SQL",
+    )
+    .await;
 }

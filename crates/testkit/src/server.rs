@@ -197,6 +197,19 @@ impl RedisServer {
         Options::default().start()
     }
 
+    /// Starts a server without persistence and `n` replicas of it, each
+    /// synced (see [`RedisServer::wait_synced`]).
+    pub fn start_with_replicas(n: usize) -> io::Result<(Self, Vec<Self>)> {
+        let master = Self::start()?;
+        let replicas = (0..n)
+            .map(|_| Options::default().replica_of(master.port).start())
+            .collect::<io::Result<Vec<_>>>()?;
+        for replica in &replicas {
+            replica.wait_synced()?;
+        }
+        Ok((master, replicas))
+    }
+
     /// Starts `n` independent servers.
     pub fn start_many(n: usize) -> io::Result<Vec<Self>> {
         (0..n).map(|_| Self::start()).collect()
