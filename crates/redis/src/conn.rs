@@ -247,7 +247,7 @@ impl ConnectionLike for Conn {
 /// How long, in seconds, a replica may go unheard by its master (replicas
 /// report their offset every second) and still be waited for by
 /// [`Conn::on_every_replica`].
-const REPLICA_SILENCE: u64 = 2;
+const REPLICA_SILENCE: i64 = 2;
 
 /// The replicas an `INFO replication` answer lists online and heard from
 /// within [`REPLICA_SILENCE`] seconds: lines such as
@@ -261,8 +261,11 @@ fn replicas_in_touch(info: &str) -> usize {
                     .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
             };
             field("state") == Some("online")
+                // -1 too: Redis 7.0 reports it under load (its cached
+                // clock trailing the stamp of the replica's last report),
+                // and a replica heard from just now is in touch.
                 && field("lag")
-                    .and_then(|lag| lag.trim().parse::<u64>().ok())
+                    .and_then(|lag| lag.trim().parse::<i64>().ok())
                     .is_some_and(|lag| lag <= REPLICA_SILENCE)
         })
         .count()
@@ -274,13 +277,14 @@ mod tests {
 
     #[test]
     fn only_replicas_online_and_heard_from_lately_are_waited_for() {
-        let info = "# Replication\r\nrole:master\r\nconnected_slaves:4\r\n\
+        let info = "# Replication\r\nrole:master\r\nconnected_slaves:5\r\n\
             slave0:ip=127.0.0.1,port=7001,state=online,offset=10,lag=0\r\n\
             slave1:ip=127.0.0.1,port=7002,state=online,offset=10,lag=2\r\n\
             slave2:ip=127.0.0.1,port=7003,state=online,offset=9,lag=3\r\n\
             slave3:ip=127.0.0.1,port=7004,state=wait_bgsave,offset=0,lag=0\r\n\
+            slave4:ip=127.0.0.1,port=7005,state=online,offset=10,lag=-1\r\n\
             master_failover_state:no-failover\r\nmaster_repl_offset:10\r\n";
-        assert_eq!(replicas_in_touch(info), 2);
+        assert_eq!(replicas_in_touch(info), 3);
         assert_eq!(
             replicas_in_touch("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n"),
             0
