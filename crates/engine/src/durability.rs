@@ -119,13 +119,13 @@ async fn drive(mut conn: Conn, key: String, timeout: Duration, state: Arc<Mutex<
             std::mem::take(&mut gate.next)
         };
         let before = conn.epoch();
-        let confirmed = match conn.on_every_replica(key.as_bytes(), timeout).await {
-            Ok(kept) => kept && conn.epoch() == before,
-            Err(e) => {
+        let confirmed = conn
+            .on_every_replica(key.as_bytes(), before, timeout)
+            .await
+            .unwrap_or_else(|e| {
                 tracing::warn!(error = %e, "WAIT for a replica failed");
                 false
-            }
-        };
+            });
         for (sent_at, waiter) in batch {
             let _ = waiter.send(confirmed && sent_at == before);
         }

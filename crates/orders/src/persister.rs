@@ -59,18 +59,18 @@ struct Read {
     reply: redis::RedisResult<Vec<String>>,
 }
 
-/// Whether every replica that could take over has every write `conn`
-/// sent to `key`'s master, the read just answered included (see
-/// [`Conn::on_every_replica`]), and the connection is still the one of
-/// `epoch`: a `WAIT` on a connection made again since would count none of
-/// the old one's writes.
+/// [`Conn::on_every_replica`] for what `conn` sent to `key`'s master since
+/// `epoch`, the read just answered included, as an error when not.
 async fn on_every_replica(
     conn: &mut Conn,
     key: &str,
     epoch: u64,
     timeout: Duration,
 ) -> redis::RedisResult<()> {
-    if conn.on_every_replica(key.as_bytes(), timeout).await? && conn.epoch() == epoch {
+    if conn
+        .on_every_replica(key.as_bytes(), epoch, timeout)
+        .await?
+    {
         return Ok(());
     }
     Err(redis::RedisError::from((

@@ -132,7 +132,10 @@ impl Conn {
 
     /// Whether every replica that could take over from `key`'s master has
     /// every write this connection sent to it so far, confirmed within
-    /// `timeout`; false when the master has no such replica. Redis holds
+    /// `timeout`, and the connection is still the one of `epoch` (read
+    /// before those writes were sent: a `WAIT` counts only its own
+    /// connection's writes, see [`Conn::epoch`]); false when no replica
+    /// confirmed. Redis holds
     /// the connection's later commands until it answers, so callers share
     /// one confirmation among the writes made meanwhile.
     ///
@@ -141,29 +144,36 @@ impl Conn {
     /// be a second old, so a confirmation by one replica of two did not
     /// keep a write through a failover that promoted the other. Waited for
     /// are the replicas the master lists online (`INFO replication`) and
-    /// heard from within the last two seconds: one frozen or cut off
-    /// longer is not waited for (it would stop every confirmation until
+    /// heard from within the last two seconds, and never fewer than one:
+    /// one frozen or cut off longer is not waited for while another is in
+    /// touch (it would stop every confirmation until
     /// the master dropped it, a minute by default), and the sentinels stop
     /// choosing a replica that does not answer them for five seconds.
     ///
     /// ```no_run
     /// # async fn run(mut conn: seckill_redis::Conn) -> redis::RedisResult<()> {
-    /// let kept = conn.on_every_replica(b"{sale:1}:sale", std::time::Duration::from_millis(100)).await?;
+    /// let epoch = conn.epoch();
+    /// // … writes to {sale:1} …
+    /// let kept = conn.on_every_replica(b"{sale:1}:sale", epoch, std::time::Duration::from_millis(100)).await?;
     /// assert!(kept, "the writes are on every replica");
     /// # Ok(()) }
     /// ```
-    pub async fn on_every_replica(&mut self, key: &[u8], timeout: Duration) -> RedisResult<bool> {
+    pub async fn on_every_replica(
+        &mut self,
+        key: &[u8],
+        epoch: u64,
+        timeout: Duration,
+    ) -> RedisResult<bool> {
         let mut info = redis::cmd("INFO");
         info.arg("replication");
         let info: String = redis::from_redis_value(self.on_master_of(info, key).await?)?;
-        let replicas = replicas_in_touch(&info);
-        if replicas == 0 {
-            return Ok(false);
-        }
+        // At least one, as a master without a replica in touch may gain
+        // one within `timeout` (a replica finishing its first sync).
+        let replicas = replicas_in_touch(&info).max(1);
         let mut wait = redis::cmd("WAIT");
         wait.arg(replicas).arg(timeout.as_millis().max(1) as u64);
         let acked: usize = redis::from_redis_value(self.on_master_of(wait, key).await?)?;
-        Ok(acked >= replicas)
+        Ok(acked >= replicas && self.epoch() == epoch)
     }
 
     /// Sends `cmd` where a command on `key` runs.

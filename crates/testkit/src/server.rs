@@ -198,7 +198,8 @@ impl RedisServer {
     }
 
     /// Starts a server without persistence and `n` replicas of it, each
-    /// synced (see [`RedisServer::wait_synced`]).
+    /// synced (see [`RedisServer::wait_synced`]) and listed online by the
+    /// master.
     pub fn start_with_replicas(n: usize) -> io::Result<(Self, Vec<Self>)> {
         let master = Self::start()?;
         let replicas = (0..n)
@@ -206,6 +207,15 @@ impl RedisServer {
             .collect::<io::Result<Vec<_>>>()?;
         for replica in &replicas {
             replica.wait_synced()?;
+        }
+        // The master counts a replica once it reports after its sync.
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        while crate::redis_cli::cli(master.port, &["info", "replication"])?
+            .matches("state=online")
+            .count()
+            < n
+        {
+            crate::redis_cli::settle_or_fail(deadline, "the master to list its replicas online")?;
         }
         Ok((master, replicas))
     }
