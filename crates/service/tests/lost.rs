@@ -517,7 +517,7 @@ async fn honoured(
         .await
         .unwrap();
     assert_eq!(paid.0, StatusCode::OK, "{}", paid.1);
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + Duration::from_secs(DRILL_PAYMENT_TIMEOUT_SECS + 20);
     loop {
         let states = store.orders(sale_id, sale.generation as i64).await.unwrap();
         let pending = states
@@ -564,8 +564,15 @@ fn print_figures(
     );
 }
 
+/// How long a drill's buyer has to pay. [`honoured`] pays an order bought
+/// before the loss once the sale is restored and the persister drained, and
+/// then waits for every other order to expire: long enough for a slow CI
+/// machine (with 10 s, CI's drill 19 once reached the payment after that
+/// order had expired), short enough to wait for the expiries.
+const DRILL_PAYMENT_TIMEOUT_SECS: u64 = 30;
+
 fn drill_sale(id: &str) -> Value {
-    json!({ "id": id, "name": "x", "stock": 1_000_000, "per_user_limit": 1, "payment_timeout_secs": 10 })
+    json!({ "id": id, "name": "x", "stock": 1_000_000, "per_user_limit": 1, "payment_timeout_secs": DRILL_PAYMENT_TIMEOUT_SECS })
 }
 
 /// Drill 19: redis-server restarted empty (no AOF, no snapshot) mid-sale
