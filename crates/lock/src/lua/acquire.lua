@@ -3,11 +3,12 @@
 -- Sent twice (a cluster client resends after a dropped connection), it
 -- answers the grant it already made instead of queueing the holder.
 local token, lease, wait = ARGV[1], ARGV[2], tonumber(ARGV[3])
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  -- A free lock with waiters means its holder expired: they go first.
-  if redis.call('LLEN', KEYS[3]) == 0 or not handoff() then
-    return {1, grant(token, lease)}
-  end
+-- EXISTS counts a key named twice twice: 0 free, 1 free with waiters,
+-- 2 or 3 held, in one call.
+local present = redis.call('EXISTS', KEYS[1], KEYS[1], KEYS[3])
+-- A free lock with waiters means its holder expired: they go first.
+if present == 0 or (present == 1 and not handoff()) then
+  return {1, grant(token, lease)}
 end
 local fence = owned(token)
 if fence then

@@ -6,8 +6,9 @@
 -- Times come from the server's clock (TIME) so client clocks never matter.
 -- A fence is the server's clock in µs, or the last fence + 1 if that is
 -- larger: above every earlier grant's, with no key outliving the lock to
--- keep it so (unless the server's clock is set back by more than the lock
--- was idle). The queue and the waiters expire with their last deadline.
+-- keep it so but a fence ahead of the clock, kept until the clock passes
+-- it (unless the server's clock is set back by more than the lock was
+-- idle). The queue and the waiters expire with their last deadline.
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -29,9 +30,20 @@ local function now_us()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
+-- The clock's fence is written at once and the last one read in the same
+-- call (SET … GET): one call where the clock is ahead, as it nearly always
+-- is. Where it is not (two grants within a µs, or a floor raised ahead of
+-- the clock), the fence is the last + 1 and its key is kept until the
+-- clock passes it, as raise_fence keeps a floor.
 local function grant(token, lease)
-  local fence = math.max(tonumber(redis.call('GET', KEYS[2]) or 0) + 1, now_us())
-  redis.call('SET', KEYS[2], string.format('%d', fence), 'PX', lease)
+  local us = now_us()
+  local last = redis.call('SET', KEYS[2], string.format('%d', us), 'PX', lease, 'GET')
+  local fence = us
+  if last and tonumber(last) >= us then
+    fence = tonumber(last) + 1
+    local ahead = math.ceil((fence - us) / 1000) + 1
+    redis.call('SET', KEYS[2], string.format('%d', fence), 'PX', math.max(tonumber(lease), ahead))
+  end
   redis.call('SET', KEYS[1], string.format('%s:%d', token, fence), 'PX', lease)
   return fence
 end

@@ -10,7 +10,8 @@ if fence then
   return {1, fence, left}
 end
 handoff(ms, us)
-local free = redis.call('LLEN', KEYS[4]) == 0 and redis.call('EXISTS', KEYS[2]) == 0
+-- Nobody waits (an empty list is no key) and no writer holds it.
+local free = redis.call('EXISTS', KEYS[4], KEYS[2]) == 0
 if free and (kind == 'r' or redis.call('ZCARD', KEYS[1]) == 0) then
   fence = grant(token, kind, lease, ms, us)
   tidy(ms)

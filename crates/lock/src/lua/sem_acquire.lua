@@ -8,8 +8,17 @@
 local token, n, lease, wait = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local now = now_ms()
 prune(now)
-local lim, live = limit(ARGV[6])
-if handoff(now, lim) then
+-- Whether anyone waits and whether a live limit is set, in one call
+-- (EXISTS counts a key named twice twice): 2 or 3, a queue; odd, a limit.
+-- Each is then read only if it is there.
+local present = redis.call('EXISTS', KEYS[2], KEYS[2], KEYS[4])
+local lim, live = tonumber(ARGV[6]), present % 2 == 1
+if live then
+  lim = limit(ARGV[6])
+end
+-- With someone waiting and every permit held, nobody fits: the hand-off
+-- would only look (as it does, first the queue, then the count).
+if present < 2 or (redis.call('ZCARD', KEYS[1]) < lim and handoff(now, lim)) then
   local held = redis.call('ZCARD', KEYS[1])
   if held + n <= lim then
     grant(token, n, lease, now, held)

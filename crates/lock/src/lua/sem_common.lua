@@ -11,7 +11,7 @@
 -- Cost: O(log n) per permit granted or returned, n the permits held;
 -- O(w) for the w waiters a hand-off looks at. Each `redis.call` costs
 -- about a microsecond beyond its command, so the common paths make few:
--- 7 for a grant with nobody waiting, 4 for a release with nobody waiting,
+-- 6 for a grant with nobody waiting, 4 for a release with nobody waiting,
 -- 12 for a release handing its permit on.
 
 local function now_ms()
