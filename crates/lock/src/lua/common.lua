@@ -5,10 +5,10 @@
 --   4 waiters  hash token -> "<channel>|<lease ms>|<deadline ms>"
 -- Times come from the server's clock (TIME) so client clocks never matter.
 -- A fence is the server's clock in µs, or the last fence + 1 if that is
--- larger: above every earlier grant's, with no key outliving the lock to
--- keep it so but a fence ahead of the clock, kept until the clock passes
--- it (unless the server's clock is set back by more than the lock was
--- idle). The queue and the waiters expire with their last deadline.
+-- larger: above every earlier grant's. No key outlives the lock to keep it
+-- so, except a fence ahead of the clock, kept until the clock passes it
+-- (unless the server's clock is set back by more than the lock was idle).
+-- The queue and the waiters expire with their last deadline.
 
 local function now_ms()
   local t = redis.call('TIME')
