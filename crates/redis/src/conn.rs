@@ -134,10 +134,10 @@ impl Conn {
     /// every write this connection sent to it so far, confirmed within
     /// `timeout`, and the connection is still the one of `epoch` (read
     /// before those writes were sent: a `WAIT` counts only its own
-    /// connection's writes, see [`Conn::epoch`]); false when no replica
-    /// confirmed. Redis holds
-    /// the connection's later commands until it answers, so callers share
-    /// one confirmation among the writes made meanwhile.
+    /// connection's writes, see [`Conn::epoch`]); false when not all of
+    /// them confirmed in time, or the connection was made again. Redis
+    /// holds the connection's later commands until it answers, so callers
+    /// share one confirmation among the writes made meanwhile.
     ///
     /// Every one, not one of them: the sentinels, or a cluster's replicas
     /// in their election, pick the replica to promote by offsets that may
@@ -146,9 +146,9 @@ impl Conn {
     /// are the replicas the master lists online (`INFO replication`) and
     /// heard from within the last two seconds, and never fewer than one:
     /// one frozen or cut off longer is not waited for while another is in
-    /// touch (it would stop every confirmation until
-    /// the master dropped it, a minute by default), and the sentinels stop
-    /// choosing a replica that does not answer them for five seconds.
+    /// touch (it would stop every confirmation until the master dropped
+    /// it, a minute by default), and the sentinels stop choosing a replica
+    /// that does not answer them for five seconds.
     ///
     /// ```no_run
     /// # async fn run(mut conn: seckill_redis::Conn) -> redis::RedisResult<()> {
