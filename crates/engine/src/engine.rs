@@ -131,6 +131,12 @@ impl Engine {
             .clone())
     }
 
+    /// The hash of sale `id`: its settings, its units left and, once a
+    /// persister armed it, where its events are told (field `n`).
+    pub fn sale_key(id: &str) -> Result<String> {
+        Ok(SaleKeys::new(id)?.sale)
+    }
+
     /// The order-event stream of sale `id`.
     pub fn stream_key(id: &str) -> Result<String> {
         Ok(SaleKeys::new(id)?.orders)

@@ -93,8 +93,8 @@ pub(crate) fn check_sale_key(field: &'static str, id: &str) -> Result<()> {
 /// the first two all a purchase touches:
 /// - `sale`: one hash holding the sale's settings (`id`, `name`, `stock`,
 ///   `limit`, `start`, `end`, `inventory`, `payment_timeout`, `gen`), its
-///   units `left`, the expiry cursor `swept`, `n` (while set, the news set
-///   of a persister waiting for the stream to grow: `join_news` in
+///   units `left`, the expiry cursor `swept`, `n` (once a persister armed
+///   the sale, the ledger each appended entry is also told to: `tell` in
 ///   `lua/prelude.lua`), and per buyer `u:<user>` (units
 ///   held; only for sales with a limit) and per request id `r:<req>`
 ///   (`<ms>-<n>-<i>|<qty>` of the order it bought);

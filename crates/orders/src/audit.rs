@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use seckill_engine::{Engine, Event, OrderInfo, OrderState, StreamEntry};
 use serde::Serialize;
 
-use crate::backlog::{committed_floor, unpersisted};
+use crate::backlog::{committed_floor, told, unpersisted};
 use crate::error::Result;
 use crate::store::{Store, StoredOrder, StoredSale};
 
@@ -416,8 +416,13 @@ pub(crate) async fn backlog(
     let count = unpersisted(conn, sale).await?;
     let mut orders = HashSet::new();
     if count > 0 {
-        for entry in StreamEntry::read(conn, key, &start).await? {
-            orders.extend(Event::decode(sale, &entry).into_iter().map(|e| e.order_id));
+        let told = told(conn, sale).await?;
+        for entry in StreamEntry::read(conn, key, &start)
+            .await?
+            .iter()
+            .chain(&told)
+        {
+            orders.extend(Event::decode(sale, entry).into_iter().map(|e| e.order_id));
         }
     }
     Ok((count, orders))

@@ -9,14 +9,16 @@ use std::time::{Duration, Instant};
 use redis::AsyncCommands;
 use redis::aio::ConnectionLike;
 use seckill_engine::{Engine, Event, StreamEntry, entry_number, next_entry_id};
+use seckill_redis::Conn;
 
-use crate::config::GROUP;
+use crate::config::{GROUP, LIBRARY};
 use crate::error::{Error, Result};
 use crate::store::Store;
 
 /// The keys of a sale the persister works with.
 #[derive(Clone, Debug)]
 pub(crate) struct SaleStream {
+    pub sale: String,
     pub stream: String,
     pub persisting: String,
 }
@@ -24,6 +26,7 @@ pub(crate) struct SaleStream {
 impl SaleStream {
     pub fn new(sale: &str) -> Result<Self> {
         Ok(Self {
+            sale: Engine::sale_key(sale)?,
             stream: Engine::stream_key(sale)?,
             persisting: Engine::persisting_key(sale)?,
         })
@@ -66,11 +69,16 @@ pub async fn wait_drained(
 
 /// Stream entries of sale `sale_id` not yet persisted: read but not
 /// committed, or not read at all (the whole stream before any persister
-/// has seen the sale).
+/// has seen the sale), from the sale's stream or from its master's ledger.
 pub async fn unpersisted(
     conn: &mut (impl ConnectionLike + Send + Sync),
     sale_id: &str,
 ) -> Result<u64> {
+    Ok(in_stream(conn, sale_id).await? + told(conn, sale_id).await?.len() as u64)
+}
+
+/// What [`unpersisted`] counts in the sale's own stream.
+async fn in_stream(conn: &mut (impl ConnectionLike + Send + Sync), sale_id: &str) -> Result<u64> {
     let keys = SaleStream::new(sale_id)?;
     Ok(match group_info(conn, &keys.stream).await? {
         Some(g) => {
@@ -91,6 +99,68 @@ pub async fn unpersisted(
         }
         None => conn.xlen(&keys.stream).await?,
     })
+}
+
+/// The entries of sale `sale_id`'s stream told through the ledger its
+/// hash names (see `news.rs`) and not yet committed: not yet delivered, or
+/// delivered and still pending; each as the sale's stream holds it, oldest
+/// first. A look over what the ledger holds unacknowledged, for tools and
+/// the audit.
+pub(crate) async fn told(
+    conn: &mut (impl ConnectionLike + Send + Sync),
+    sale_id: &str,
+) -> Result<Vec<StreamEntry>> {
+    let keys = SaleStream::new(sale_id)?;
+    let armed: Option<String> = conn.hget(&keys.sale, "n").await?;
+    let Some(ledger) = armed.as_deref().and_then(|n| n.split(' ').next()) else {
+        return Ok(Vec::new());
+    };
+    let mut entries: Vec<StreamEntry> = Vec::new();
+    let after = match group_info(conn, ledger).await? {
+        Some(group) => {
+            let summary: (u64, Option<String>, Option<String>, redis::Value) =
+                redis::cmd("XPENDING")
+                    .arg(ledger)
+                    .arg(GROUP)
+                    .query_async(conn)
+                    .await?;
+            if let (n @ 1.., Some(low), Some(high), _) = summary {
+                let pending: Vec<(String, String, u64, u64)> = redis::cmd("XPENDING")
+                    .arg(ledger)
+                    .arg(GROUP)
+                    .arg(&low)
+                    .arg(&high)
+                    .arg(n)
+                    .query_async(conn)
+                    .await?;
+                let pending: std::collections::HashSet<String> =
+                    pending.into_iter().map(|p| p.0).collect();
+                entries.extend(
+                    StreamEntry::range(conn, ledger, &low, &high)
+                        .await?
+                        .into_iter()
+                        .filter(|e| pending.contains(&e.id)),
+                );
+            }
+            format!("({}", group.last_delivered_id)
+        }
+        None => "-".to_owned(),
+    };
+    entries.extend(StreamEntry::read(conn, ledger, &after).await?);
+    // { sale hash key, "<entry id> <timeout>", event … } -> the sale's entry.
+    Ok(entries
+        .into_iter()
+        .filter_map(|mut e| {
+            if e.fields.first().is_none_or(|(sale, _)| *sale != keys.sale) {
+                return None;
+            }
+            let (_, at) = e.fields.remove(0);
+            Some(StreamEntry {
+                id: at.split(' ').next().unwrap_or_default().to_owned(),
+                fields: e.fields,
+            })
+        })
+        .collect())
 }
 
 /// How far SQL is behind Redis for one sale.
@@ -125,7 +195,7 @@ impl Backlog {
 
 /// Sale `sale_id`'s entries not yet in SQL, and the age of the oldest: the
 /// first of the oldest batch read and not committed, else the first entry
-/// not yet read.
+/// not yet read, or the oldest told through the ledger if older.
 ///
 /// ```no_run
 /// # async fn run(mut conn: redis::aio::MultiplexedConnection) -> seckill_orders::Result<()> {
@@ -137,9 +207,14 @@ pub async fn backlog(
     conn: &mut (impl ConnectionLike + Send + Sync),
     sale_id: &str,
 ) -> Result<Backlog> {
-    let entries = unpersisted(conn, sale_id).await?;
+    let told = told(conn, sale_id).await?;
+    let told = Backlog {
+        entries: told.len() as u64,
+        oldest_ms: told.iter().map(|e| entry_number(&e.id).0).min(),
+    };
+    let entries = in_stream(conn, sale_id).await?;
     if entries == 0 {
-        return Ok(Backlog::default());
+        return Ok(told);
     }
     let keys = SaleStream::new(sale_id)?;
     let read = in_flight(conn, &keys.persisting).await?;
@@ -161,10 +236,10 @@ pub async fn backlog(
             first.first().map(|(id, _)| entry_number(id).0)
         }
     };
-    Ok(Backlog {
+    Ok(told.and(Backlog {
         entries,
         oldest_ms: oldest,
-    })
+    }))
 }
 
 /// The lowest entry id of sale `sale_id`'s stream not yet committed: the
@@ -229,17 +304,22 @@ pub(crate) async fn group_info(
     Ok(None)
 }
 
+/// Ledger entries committed: the ledger's key and their ids.
+pub(crate) type LedgerIds<'a> = Option<(&'a str, &'a [String])>;
+
 /// Commits `events` to SQL in one transaction, then deletes the records
 /// of the batches they were read as (each a sale and the id of its first
-/// entry, the sales on one master): only once committed, so a crash in
-/// between means a harmless second write. One `HDEL` per sale, sent
-/// together: a cluster pipeline must stay in one slot, and the sales of
-/// one master are in many.
+/// entry, the sales on one master) and acknowledges the `ledger` entries
+/// they were read from: only once committed, so a crash in between means
+/// a harmless second write. One `HDEL` per sale, sent together: a cluster
+/// pipeline must stay in one slot, and the sales of one master are in
+/// many.
 pub(crate) async fn commit(
     store: &Store,
-    conn: &(impl ConnectionLike + Send + Sync + Clone),
+    conn: &Conn,
     events: &[Event],
     batches: &[(String, String)],
+    ledger: LedgerIds<'_>,
 ) -> Result<()> {
     store.apply(events).await?;
     let mut by_sale: HashMap<&str, Vec<&str>> = HashMap::new();
@@ -255,6 +335,14 @@ pub(crate) async fn commit(
         }
     });
     futures_util::future::try_join_all(deletes).await?;
+    if let Some((key, ids)) = ledger.filter(|(_, ids)| !ids.is_empty()) {
+        let mut call = LIBRARY.call("ledger_done", &[key]);
+        call.arg(GROUP);
+        for id in ids {
+            call.arg(id);
+        }
+        let _: i64 = call.invoke(&mut conn.clone()).await?;
+    }
     Ok(())
 }
 
@@ -334,7 +422,7 @@ mod tests {
             let _: i64 = conn.clone().hset(&key, "1-0", "1-0 1 0").await.unwrap();
             batches.push((sale.to_owned(), "1-0".to_owned()));
         }
-        commit(&store, &conn, &[], &batches).await.unwrap();
+        commit(&store, &conn, &[], &batches, None).await.unwrap();
         for sale in sales {
             let key = SaleStream::new(sale).unwrap().persisting;
             let left: u64 = conn.clone().hlen(&key).await.unwrap();

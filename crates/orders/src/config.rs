@@ -16,11 +16,12 @@ pub(crate) const READ_WAIT: Duration = Duration::from_millis(100);
 /// which slots (each time on a new connection to a seed node).
 pub(crate) const WATCH_MASTERS_EVERY: Duration = Duration::from_secs(2);
 
-/// The orders crate's Lua (the persister's reads, the sweeper's due
-/// index) as a Redis Functions library.
+/// The orders crate's Lua (the persister's reads and the ledger's
+/// bookkeeping, the sweeper's due index) as a Redis Functions library.
 pub(crate) static LIBRARY: LazyLock<seckill_redis::Library> = LazyLock::new(|| {
     seckill_redis::Library::builder("seckill_orders")
         .cross_slot("read_news", &[include_str!("lua/read_news.lua")])
+        .function("ledger_done", &[include_str!("lua/ledger_done.lua")])
         .read_only("due", &[include_str!("lua/due.lua")])
         .build()
 });

@@ -15,7 +15,7 @@
 //! - `work`: what a persister knows and has left to do (bookkeeping).
 //! - `backlog`: [`unpersisted`], [`backlog()`] and [`wait_drained`]: what is
 //!   not yet in SQL, and how long it has waited.
-//! - `news`: each master's signal keys (news set, persisters' marks, due
+//! - `news`: each master's signal keys (ledger, news set, persisters' marks, due
 //!   index), which let the background tasks below wake for what happened
 //!   instead of asking every sale.
 //! - `takeover`: batches a persister read and never committed (it died,
@@ -37,11 +37,14 @@
 //! What wakes each background task, so that what they cost follows what
 //! happens (orders, expiries), not how many sales exist:
 //! - the persister reads, every 20 ms while orders come and backing off to
-//!   160 ms when none do, the sales in each master's news set (one call per
-//!   master), which the engine's scripts fill as they append to a stream;
-//!   it follows the registry's log (new and removed sales) twice a second,
-//!   looks for abandoned batches when another persister goes quiet, and
-//!   reads every sale once per `full_read` (5 min) as a safety net;
+//!   160 ms when none do, each master's ledger, where the engine's scripts
+//!   write the events of every sale a persister armed, and the sales in
+//!   its news set (one call per master); it follows the registry's log
+//!   (new and removed sales, each read once, which arms it) twice a
+//!   second, takes over ledger entries left unacknowledged at each
+//!   housekeeping, looks for abandoned batches of a sale's own stream
+//!   when another persister goes quiet, and reads every sale once per
+//!   `full_read` (5 min) as a safety net;
 //! - the sweeper expires, every 500 ms, what each master's due index lists
 //!   as due (one call per master), and sweeps every sale once per
 //!   [`FULL_SWEEP`];

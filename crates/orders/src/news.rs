@@ -1,11 +1,19 @@
 //! Where each master keeps the signals the background tasks wait on, so
 //! that their cost follows what happens (orders, expiries), not how many
 //! sales exist:
-//! - `seckill:{news:<tag>}`: the news set, sale hash keys whose stream has
-//!   entries no persister has read. The engine's scripts add a sale when
-//!   they append to its stream while the sale is armed (its hash field `n`
-//!   names this set and its field `q` is absent), which `lua/read_news.lua`
-//!   does on reading a stream to its end; telling disarms it (writes `q`).
+//! - `seckill:{news:<tag>}:ledger`: the ledger, a stream of the events of
+//!   every armed sale of the master. A persister that read a sale's stream
+//!   to its end arms it: it writes `"<ledger> <group> <payment timeout>"`
+//!   into the sale hash's field `n`. From then on the engine's scripts
+//!   write each entry they append to the sale's stream to the ledger too,
+//!   and move the sale's consumer group past it (`tell` in the engine's
+//!   `lua/prelude.lua`): the persisters read the events of all of the
+//!   master's quiet sales from this one warm key, and never the sales'
+//!   own streams. It has the consumer group `persister` with its pending
+//!   list: an entry is acknowledged once committed to SQL, and taken over
+//!   with `XAUTOCLAIM` from a persister that died before.
+//! - `seckill:{news:<tag>}`: the news set, sale hash keys whose stream
+//!   has more to read than one batch held.
 //! - `…:readers`: hash, persister -> when it last read (ms): a persister
 //!   gone quiet for longer than its batches may stay uncommitted has died,
 //!   and its batches are taken over.
@@ -30,6 +38,7 @@ const MAX_TAG: u32 = 1_000_000;
 #[derive(Clone, Debug)]
 pub(crate) struct MasterKeys {
     pub news: String,
+    pub ledger: String,
     pub readers: String,
     pub due: String,
     pub mark: String,
@@ -39,6 +48,7 @@ impl MasterKeys {
     fn new(tag: u32) -> Self {
         let news = format!("seckill:{{news:{tag}}}");
         Self {
+            ledger: format!("{news}:ledger"),
             readers: format!("{news}:readers"),
             due: format!("{news}:due"),
             mark: format!("{news}:mark"),
@@ -108,6 +118,36 @@ impl Topology {
     /// Master `i`'s address, for logs.
     pub fn addr(&self, i: usize) -> String {
         self.masters[i].0.addr()
+    }
+
+    /// The ledgers the masters hold that no master's keys name: left by a
+    /// change of masters that moved a ledger's slot to a master whose tag
+    /// is another. Asks each master with `SCAN`, so only once per change.
+    pub async fn orphan_ledgers(&self) -> Result<Vec<String>> {
+        let mut found = Vec::new();
+        for (master, _) in &self.masters {
+            let mut conn = master.client()?.get_multiplexed_async_connection().await?;
+            let mut cursor = 0u64;
+            loop {
+                let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                    .arg(cursor)
+                    .arg("MATCH")
+                    .arg("seckill:{news:*}:ledger")
+                    .arg("COUNT")
+                    .arg(1_000)
+                    .query_async(&mut conn)
+                    .await?;
+                found.extend(
+                    keys.into_iter()
+                        .filter(|k| self.masters.iter().all(|(_, keys)| keys.ledger != *k)),
+                );
+                if next == 0 {
+                    break;
+                }
+                cursor = next;
+            }
+        }
+        Ok(found)
     }
 
     /// The master serving sale `id`'s keys, if any serves its slot.

@@ -5,21 +5,26 @@
 //! is recorded in the sale's persisting hash instead of a per-entry pending
 //! list; the record is deleted only after the transaction holding the
 //! batch committed, and inserting an order twice is a no-op, so a crash in
-//! between only means a harmless second write. Streams are trimmed only
-//! below the oldest entry not yet committed, so nothing unpersisted is ever
-//! dropped.
+//! between only means a harmless second write. Once a sale is armed, its
+//! entries reach the persisters through its master's ledger instead (see
+//! `news.rs`), whose own group keeps each read entry pending until it is
+//! committed. Streams are trimmed only below the oldest entry not yet
+//! committed, so nothing unpersisted is ever dropped.
 //!
 //! What wakes it, so that idle sales cost nothing:
 //! - Reads: every `poll` (up to `idle_poll` when rounds find nothing), one
-//!   call per master (`lua/read_news.lua`) reads the sales in that master's
-//!   news set, which the engine's scripts fill
-//!   as they append to a stream (see `news.rs`): idle, that is one call per
-//!   master, whatever the number of sales. A sale also is read once when
-//!   it appears in the registry's log of changes, and every sale once per
-//!   `full_read` (a safety net for a signal lost with a master).
-//! - Taking over abandoned batches: when a persister's mark in its
-//!   master's readers hash goes stale (it died), when this one's commit
-//!   failed, at start, and once per `full_read`.
+//!   call per master (`lua/read_news.lua`) reads that master's ledger, the
+//!   events of every armed sale, then the sales in its news set (see
+//!   `news.rs`): idle, that is one call per master, whatever the number of
+//!   sales. A sale also is read from its own stream once when it appears
+//!   in the registry's log of changes, which arms it, and every sale once
+//!   per `full_read` (a safety net for a signal lost with a master).
+//!   What came from the ledger is acknowledged there once committed.
+//! - Taking over abandoned batches: ledger entries unacknowledged for
+//!   `claim_idle`, at each housekeeping (one call per master); batches of
+//!   a sale's stream when a persister's mark in its master's readers hash
+//!   goes stale (it died), when this one's commit failed, at start, and
+//!   once per `full_read`.
 //! - Trimming: a sale whose batches this persister committed, once it
 //!   committed a batch's worth or `TRIM_EVERY` passed; every sale at start.
 //!
@@ -52,9 +57,11 @@ use crate::work::{SALES_PER_READ, State};
 
 mod housekeeping;
 
-/// One master's read: its address, the sales named in it, the answer.
+/// One master's read: its address, its ledger, the sales named in it, the
+/// answer.
 struct Read {
     addr: String,
+    ledger: String,
     sales: Vec<String>,
     reply: redis::RedisResult<Vec<String>>,
 }
@@ -247,11 +254,13 @@ impl Inner {
         Ok(topology)
     }
 
-    /// Forgets the masters (read again next time) and reads every sale:
-    /// a signal may have been lost with a master.
+    /// Forgets the masters (read again next time), reads every sale (a
+    /// signal may have been lost with a master) and looks for ledgers left
+    /// behind.
     fn masters_changed(&self) {
         let mut state = self.state();
         state.topology = None;
+        state.look_for_orphans = true;
         state.read_every_sale();
     }
 
@@ -288,7 +297,7 @@ impl Inner {
         for (i, sales) in named.into_iter().enumerate() {
             let Some(sales) = sales else { continue };
             let keys = topology.keys(i);
-            let mut call = LIBRARY.call("read_news", &[&keys.news, &keys.readers]);
+            let mut call = LIBRARY.call("read_news", &[&keys.news, &keys.readers, &keys.ledger]);
             call.arg(GROUP)
                 .arg(&self.config.consumer)
                 .arg(self.config.batch)
@@ -300,18 +309,27 @@ impl Inner {
             let addr = topology.addr(i);
             self.state().reading.insert(addr.clone());
             let mut conn = self.conn.clone();
-            let (news, replica_wait) = (keys.news.clone(), self.config.replica_wait);
+            let (news, ledger, replica_wait) = (
+                keys.news.clone(),
+                keys.ledger.clone(),
+                self.config.replica_wait,
+            );
             reads.push(Box::pin(async move {
                 let epoch = conn.epoch();
                 let mut reply: redis::RedisResult<Vec<String>> = call.invoke(&mut conn).await;
-                // The first word says whether more waits; sales follow.
+                // Whether more waits, the ledger's ids, then sales.
                 if let (Ok(answer), Some(timeout)) = (&reply, replica_wait)
-                    && answer.len() > 1
+                    && answer.len() > 3
                     && let Err(e) = on_every_replica(&mut conn, &news, epoch, timeout).await
                 {
                     reply = Err(e);
                 }
-                Read { addr, sales, reply }
+                Read {
+                    addr,
+                    ledger,
+                    sales,
+                    reply,
+                }
             }));
         }
         let (persisted, more_read) = self.answers(reads, wait).await?;
@@ -334,7 +352,13 @@ impl Inner {
                 },
                 None => reads.next().await,
             };
-            let Some(Read { addr, sales, reply }) = next else {
+            let Some(Read {
+                addr,
+                ledger,
+                sales,
+                reply,
+            }) = next
+            else {
                 break;
             };
             self.state().reading.remove(&addr);
@@ -363,7 +387,10 @@ impl Inner {
                 }
             };
             more |= reply.first().is_some_and(|m| m == "1");
-            match self.persist_reply(&reply[1.min(reply.len())..]).await {
+            match self
+                .persist_reply(&ledger, &reply[1.min(reply.len())..])
+                .await
+            {
                 Ok(n) => persisted += n,
                 Err(e) => {
                     tracing::debug!(error = %e, "committing a batch failed");
@@ -379,11 +406,18 @@ impl Inner {
         }
     }
 
-    /// Commits one master's batches (pairs of sale id and entries) to SQL
-    /// in one transaction, then deletes their records.
-    async fn persist_reply(&self, pairs: &[String]) -> Result<usize> {
+    /// Commits one master's batches to SQL in one transaction, then
+    /// deletes their records and acknowledges what was read from its
+    /// `ledger`: `reply` is the ledger's ids read, how many pairs of sale
+    /// id and entries came from it, then those pairs and the sales' own.
+    async fn persist_reply(&self, ledger: &str, reply: &[String]) -> Result<usize> {
+        let (acks, told, pairs) = match reply {
+            [acks, told, pairs @ ..] => (acks, told.parse::<usize>().unwrap_or(0), pairs),
+            _ => return Ok(0),
+        };
+        let acks: Vec<String> = acks.split_whitespace().map(str::to_owned).collect();
         let (mut events, mut batches, mut entries) = (Vec::new(), Vec::new(), Vec::new());
-        for pair in pairs.chunks_exact(2) {
+        for (i, pair) in pairs.chunks_exact(2).enumerate() {
             let (sale, text) = (&pair[0], &pair[1]);
             if let Some(error) = text.strip_prefix('!') {
                 // Its slot is moving or moved: read it again, from the
@@ -395,16 +429,26 @@ impl Inner {
                 continue;
             }
             if let Some(first) = Event::decode_lines(sale, text, &mut events) {
-                batches.push((sale.clone(), first.to_owned()));
-                entries.push(text.split('\n').count());
+                // What came through the ledger has no record in the sale.
+                if i >= told {
+                    batches.push((sale.clone(), first.to_owned()));
+                }
+                entries.push((sale.clone(), text.split('\n').count()));
             }
         }
-        if batches.is_empty() {
+        if entries.is_empty() && acks.is_empty() {
             return Ok(0);
         }
-        commit(&self.store, &self.conn, &events, &batches).await?;
+        commit(
+            &self.store,
+            &self.conn,
+            &events,
+            &batches,
+            Some((ledger, &acks)),
+        )
+        .await?;
         let mut state = self.state();
-        for ((sale, _), entries) in batches.into_iter().zip(entries) {
+        for (sale, entries) in entries {
             state.committed(sale, entries);
         }
         Ok(events.len())

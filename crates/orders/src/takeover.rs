@@ -1,7 +1,9 @@
 //! Taking over batches a persister read and never committed: it died, or
 //! its commit failed. Each batch's range is read again from the stream and
-//! committed by whoever takes it; inserting an order twice is a no-op, so
-//! two persisters taking the same batch at once write the same rows.
+//! committed by whoever takes it, and the entries a persister read from a
+//! master's ledger are claimed from it (`XAUTOCLAIM`) once idle long
+//! enough; inserting an order twice is a no-op, so two persisters taking
+//! the same batch at once write the same rows.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -9,8 +11,10 @@ use std::time::Duration;
 use redis::AsyncCommands;
 use redis::aio::ConnectionLike;
 use seckill_engine::{Event, StreamEntry};
+use seckill_redis::Conn;
 
 use crate::backlog::{SaleStream, commit, in_flight};
+use crate::config::GROUP;
 use crate::error::Result;
 use crate::news::Topology;
 use crate::store::Store;
@@ -69,7 +73,7 @@ pub(crate) struct Taken {
 /// Persists the batches of `sales` read at least `idle` ago and never
 /// committed, reading each range again.
 pub(crate) async fn abandoned(
-    conn: &mut (impl ConnectionLike + Send + Sync + Clone),
+    conn: &mut Conn,
     store: &Store,
     sales: &[String],
     idle: Duration,
@@ -106,12 +110,151 @@ pub(crate) async fn abandoned(
                 &*conn,
                 &events,
                 &[(sale.clone(), batch.first.clone())],
+                None,
             )
             .await?;
             taken.persisted += events.len();
         }
     }
     Ok(taken)
+}
+
+/// Ledger entries as Redis answers them: id, then `{ sale hash key,
+/// "<entry id> <timeout>", event … }`.
+type Told = Vec<(String, Vec<String>)>;
+
+/// Most ledger entries claimed at once.
+const CLAIM_BATCH: usize = 500;
+
+/// Persists the entries of `ledger` (a master's, `news.rs`) that some
+/// persister read at least `idle` ago and never acknowledged, claiming
+/// them for `me`; answers the events committed.
+pub(crate) async fn abandoned_in_ledger(
+    conn: &mut Conn,
+    store: &Store,
+    ledger: &str,
+    me: &str,
+    idle: Duration,
+) -> Result<usize> {
+    let mut persisted = 0;
+    let mut cursor = "0-0".to_owned();
+    loop {
+        let claimed: redis::RedisResult<(String, Told, redis::Value)> = redis::cmd("XAUTOCLAIM")
+            .arg(ledger)
+            .arg(GROUP)
+            .arg(me)
+            .arg(idle.as_millis() as u64)
+            .arg(&cursor)
+            .arg("COUNT")
+            .arg(CLAIM_BATCH)
+            .query_async(conn)
+            .await;
+        let (next, entries, _) = match claimed {
+            Ok(claimed) => claimed,
+            // No ledger, or no group on it yet: nothing was read from it.
+            Err(e) if e.code() == Some("NOGROUP") => return Ok(persisted),
+            Err(e) => return Err(e.into()),
+        };
+        if !entries.is_empty() {
+            tracing::info!(
+                ledger,
+                entries = entries.len(),
+                "taking over abandoned ledger entries"
+            );
+            persisted += commit_told(conn, store, ledger, &entries).await?;
+        }
+        if next == "0-0" {
+            return Ok(persisted);
+        }
+        cursor = next;
+    }
+}
+
+/// Persists everything `ledger` holds, for a ledger no master's keys name
+/// since the masters changed (its slot moved to a master whose tag is
+/// another): what it was told is delivered nowhere else, as each sale's
+/// group moved past it. Entries another persister read are taken once
+/// idle for `idle`. Answers the events committed and whether the ledger
+/// is empty now.
+pub(crate) async fn drain_orphan(
+    conn: &mut Conn,
+    store: &Store,
+    ledger: &str,
+    me: &str,
+    idle: Duration,
+) -> Result<(usize, bool)> {
+    let exists: bool = conn.exists(ledger).await?;
+    if !exists {
+        return Ok((0, true));
+    }
+    let _: redis::RedisResult<()> = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg(ledger)
+        .arg(GROUP)
+        .arg("0")
+        .query_async(conn)
+        .await;
+    let mut persisted = abandoned_in_ledger(conn, store, ledger, me, idle).await?;
+    loop {
+        let read: Option<Vec<(String, Told)>> = redis::cmd("XREADGROUP")
+            .arg("GROUP")
+            .arg(GROUP)
+            .arg(me)
+            .arg("COUNT")
+            .arg(CLAIM_BATCH)
+            .arg("STREAMS")
+            .arg(ledger)
+            .arg(">")
+            .query_async(conn)
+            .await?;
+        let entries = read
+            .and_then(|mut r| r.pop())
+            .map(|(_, e)| e)
+            .unwrap_or_default();
+        if entries.is_empty() {
+            break;
+        }
+        persisted += commit_told(conn, store, ledger, &entries).await?;
+    }
+    let left: u64 = conn.xlen(ledger).await?;
+    Ok((persisted, left == 0))
+}
+
+/// Commits ledger `entries` to SQL, then acknowledges them; answers the
+/// events committed.
+async fn commit_told(
+    conn: &mut Conn,
+    store: &Store,
+    ledger: &str,
+    entries: &Told,
+) -> Result<usize> {
+    let mut lines: HashMap<&str, String> = HashMap::new();
+    for (_, fields) in entries {
+        let [sale, at, event @ ..] = &fields[..] else {
+            continue;
+        };
+        let entry = at.split(' ').next().unwrap_or_default();
+        let text = lines.entry(sale.as_str()).or_default();
+        text.push_str(entry);
+        for word in event {
+            text.push(' ');
+            text.push_str(word);
+        }
+        text.push('\n');
+    }
+    let mut events = Vec::new();
+    for (sale, text) in &lines {
+        // seckill:{sale:<id>}:sale -> <id>
+        if let Some(id) = sale
+            .strip_prefix("seckill:{sale:")
+            .and_then(|s| s.strip_suffix("}:sale"))
+        {
+            Event::decode_lines(id, text, &mut events);
+        }
+    }
+    let ids: Vec<String> = entries.iter().map(|(id, _)| id.clone()).collect();
+    commit(store, conn, &events, &[], Some((ledger, &ids))).await?;
+    Ok(events.len())
 }
 
 /// The server's clock in ms: the one the records' times come from.

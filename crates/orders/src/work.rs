@@ -35,6 +35,11 @@ pub(crate) struct State {
     pub reading: HashSet<String>,
     /// Look for abandoned batches in every sale at the next housekeeping.
     pub claim_all: bool,
+    /// Look for ledgers no master's keys name (see
+    /// `Topology::orphan_ledgers`) at the next housekeeping.
+    pub look_for_orphans: bool,
+    /// Such ledgers, drained at each housekeeping until empty.
+    pub orphans: Vec<String>,
     /// When every sale is read next.
     pub next_full_read: Option<Instant>,
     /// When the cluster's masters are asked for next (see `watch_masters`).

@@ -91,7 +91,7 @@ async fn events_not_sales(target: Target, masters: Vec<String>) {
     let deadline = Instant::now() + Duration::from_secs(30);
     for i in 0..SALES {
         loop {
-            // Armed: its news set named (`n`), not disarmed (`q`).
+            // Armed: its master's ledger named (`n`).
             let (news, quiet): (Option<String>, Option<String>) = redis::cmd("HMGET")
                 .arg(format!("seckill:{{sale:s{i}}}:sale"))
                 .arg("n")

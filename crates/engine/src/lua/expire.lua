@@ -13,7 +13,7 @@
 -- alone; with the due index 2 more (XRANGE of the next entries, ZADD or
 -- ZREM).
 local function expire_sale(sale, most, due_index, now)
-  local m = redis.call('HMGET', KEYS[1], 'gen', 'payment_timeout', 'swept', 'limit', 'n', 'q')
+  local m = redis.call('HMGET', KEYS[1], 'gen', 'payment_timeout', 'swept', 'limit', 'n')
   if not m[1] then
     if due_index then
       redis.pcall('ZREM', due_index, KEYS[1])
@@ -96,7 +96,7 @@ local function expire_sale(sale, most, due_index, now)
     end
   end
   if #due > 0 then
-    settle(sale, gen, tonumber(m[4]), due, 'expired', armed(m[5], m[6]), { 'swept', last })
+    settle(sale, gen, tonumber(m[4]), due, 'expired', m[5], { 'swept', last })
   else
     redis.call('HSET', KEYS[1], 'swept', last)
   end

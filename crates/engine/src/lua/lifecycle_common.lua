@@ -39,17 +39,11 @@ end
 -- a limit, to the buyer's allowance; a sale that had none left says so on
 -- the restock channel (one that had some sent it when they came back, and
 -- a service's sold-out marks expire on their own besides).
--- `news`: the news set to tell if the sale is armed, else false (see
--- armed, prelude.lua). `also`: more fields for the sale hash ({name, value,
--- …}, or nil), written with its counts and `q` in one HSET.
-local function settle(sale, gen, limit, orders, state, news, also)
+-- `n`: the sale hash's field `n` as read, to tell the persisters (see tell,
+-- prelude.lua). `also`: more fields for the sale hash ({name, value, …}, or
+-- nil), written with its counts in one HSET.
+local function settle(sale, gen, limit, orders, state, n, also)
   local writes = also or {}
-  if news then
-    -- join_news (prelude.lua), its write of `q` joined to the one below.
-    join_news(news, KEYS[1])
-    writes[#writes + 1] = 'q'
-    writes[#writes + 1] = '1'
-  end
   local states, event = {}, { state, gen }
   local back, per_user = 0, {}
   for _, o in ipairs(orders) do
@@ -88,5 +82,6 @@ local function settle(sale, gen, limit, orders, state, news, also)
   if #writes > 0 then
     redis.call('HSET', KEYS[1], unpack(writes))
   end
-  redis.call('XADD', KEYS[2], '*', unpack(event))
+  local entry = redis.call('XADD', KEYS[2], '*', unpack(event))
+  tell(n, KEYS[1], KEYS[2], entry, event)
 end

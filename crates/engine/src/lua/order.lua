@@ -4,8 +4,7 @@
 -- Paying a paid order and cancelling a cancelled one change nothing. An
 -- order past its pay-by time expires here and now, whatever the sweeper did.
 local sale, gen, ref, op = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local m = redis.call('HMGET', KEYS[1], 'gen', 'payment_timeout', 'limit', 'n', 'q')
-local news = armed(m[4], m[5])
+local m = redis.call('HMGET', KEYS[1], 'gen', 'payment_timeout', 'limit', 'n')
 if m[1] ~= gen then
   return 'not_found'
 end
@@ -22,8 +21,7 @@ else
   state = 'pending_payment'
   local bought_at = tonumber(string.match(ref, '^(%d+)'))
   if bought_at + tonumber(m[2]) * 1000 <= now_ms() then
-    settle(sale, gen, limit, { { ref, user, qty } }, 'expired', news)
-    news = false
+    settle(sale, gen, limit, { { ref, user, qty } }, 'expired', m[4])
     state = 'expired'
   end
 end
@@ -34,5 +32,5 @@ end
 if state ~= 'pending_payment' then
   return 'refused|' .. state
 end
-settle(sale, gen, limit, { { ref, user, qty } }, target, news)
+settle(sale, gen, limit, { { ref, user, qty } }, target, m[4])
 return target

@@ -29,26 +29,35 @@ local function refused(m_gen, m_fence, gen, fence)
   end
 end
 
--- Tells the persisters that sale hash `sale`'s stream has something new.
--- A persister that has read the stream to its end arms the sale: it writes
--- the name of its master's news set into the hash's field `n` (a key of
--- this node, by a tag chosen for it: crates/orders/src/news.rs) and
--- deletes the field `q`. Whatever then appends to the stream (a purchase,
--- a settlement) and finds the sale armed (`q` absent, `n` set) calls this
--- and disarms the sale: it writes `q` with the other fields it writes
--- anyway, so the calls after it until the next read pay nothing but
--- reading `q`. A lone purchase (purchase.lua) reads nothing for it: it
--- learns from HSET's count of new fields whether `q` was absent; a batch
--- (purchase_batch.lua) and a settlement read `q` with the fields they read
--- anyway (see armed). A pcall, because a set left on another node (the
--- sale's slot moved) must not fail a purchase: the persisters' slow full
--- read finds the sale then.
-local function join_news(news, sale)
-  redis.pcall('SADD', news, sale)
-end
-
--- The news set to tell, from a sale hash's fields `n` and `q` as read
--- (false when absent): the set if the sale is armed, else false.
-local function armed(n, q)
-  return (not q) and n
+-- Tells the persisters of entry `entry` just appended to stream `stream`
+-- of sale hash `sale`, whose fields are `event`. `n` is the hash's field
+-- `n` as read (false when absent): a persister that read the stream to its
+-- end arms the sale by writing there its master's ledger, the group that
+-- reads the sale's stream and the sale's payment timeout (s), as
+-- "<ledger> <group> <timeout>" (crates/orders/src/news.rs). An armed sale
+-- stays armed: each entry is also written to the ledger (a stream of the
+-- same master, by a tag chosen for it), the group's place in the sale's
+-- stream moves past it, and the persisters read the events of all the
+-- master's sales from that one warm key, touching none of the sale's.
+-- Without the group moved, the next read of the sale would deliver the
+-- entry again. A pcall, because a ledger left on another node (the sale's
+-- slot moved) must not fail a purchase: the sale is disarmed instead and
+-- its group stays behind the entry, never to move past it unread; the
+-- persisters' read of every sale on a change of masters (and their slow
+-- full read) delivers it and arms the sale on its master.
+-- Cost on an armed sale: XADD, XGROUP SETID; else nothing.
+local function tell(n, sale, stream, entry, event)
+  if not n then
+    return
+  end
+  local ledger, group, timeout = string.match(n, '^(%S+) (%S+) (%d+)$')
+  if not ledger then
+    return
+  end
+  local added = redis.pcall('XADD', ledger, '*', sale, entry .. ' ' .. timeout, unpack(event))
+  if type(added) == 'string' then
+    redis.pcall('XGROUP', 'SETID', stream, group, entry)
+  else
+    redis.call('HDEL', sale, 'n')
+  end
 end

@@ -9,17 +9,17 @@
 -- order's number i in that entry, the stored "<ms>-<n>-<i>|<qty>" of an
 -- earlier purchase with this request id, or a refusal as purchase.lua's.
 -- Cost: 3 redis.calls per batch whatever its size (HMGET, XADD, HSET), +1
--- TIME with a start or an end, +1 SADD on a sale a persister waits on (see
--- join_news, prelude.lua); per purchase its hash fields and one stream pair.
+-- TIME with a start or an end, +2 on a sale a persister armed (tell,
+-- prelude.lua); per purchase its hash fields and one stream pair.
 local gen, last = ARGV[1], #ARGV
 local rules = (last - 1) % 3
 last = last - rules
 local limit = rules > 0 and tonumber(ARGV[last + 1]) or 0
 local start = rules > 1 and tonumber(ARGV[last + 2]) or 0
 -- Arrays grow through counters: Lua's `#` searches for the end.
--- 'n', 'q': the news set a persister waits on, and whether it does (see
--- join_news, prelude.lua).
-local fields, nf = { 'gen', 'left', 'end', 'n', 'q' }, 5
+-- 'n': whether a persister armed the sale, and how to tell it (see tell,
+-- prelude.lua).
+local fields, nf = { 'gen', 'left', 'end', 'n' }, 4
 for i = 2, last, 3 do
   if limit > 0 then
     nf = nf + 1
@@ -52,7 +52,7 @@ local sold = {}      -- order number -> quantity, of this batch's orders
 local twins = {}     -- answer index -> order number it repeats
 local fresh, nfresh = {}, 0 -- request ids this batch bought with
 local dirty = {}
-local n, k = 0, 6
+local n, k = 0, 5
 for i = 2, last, 3 do
   local user, req = ARGV[i], ARGV[i + 2]
   -- What this buyer holds and what this request id bought, as read (the
@@ -117,12 +117,8 @@ end
 if n == 0 then
   return answers
 end
--- join_news (prelude.lua), its write of `q` joined to the one below.
-local news = armed(m[4], m[5])
-if news then
-  join_news(news, KEYS[1])
-end
 local entry = redis.call('XADD', KEYS[2], '*', unpack(event))
+tell(m[4], KEYS[1], KEYS[2], entry, event)
 answers[1] = entry
 for at, number in pairs(twins) do
   answers[at] = entry .. (ORDER_SUFFIX[number] or '-' .. number .. '|') .. sold[number]
@@ -140,10 +136,6 @@ for _, req in ipairs(fresh) do
   writes[nw + 1] = 'r:' .. req
   nw = nw + 2
   writes[nw] = entry .. (ORDER_SUFFIX[number] or '-' .. number .. '|') .. sold[number]
-end
-if news then
-  writes[nw + 1] = 'q'
-  writes[nw + 2] = '1'
 end
 redis.call('HSET', KEYS[1], unpack(writes))
 return answers

@@ -1,30 +1,106 @@
--- A persister's next batches from the sales of one master that have news.
--- KEYS: 1 the master's news set  2 its readers hash (layout: news.rs).
--- ARGV: group, consumer, most entries per sale, most sales from the news set,
---       '1' on a cluster (else ''), then sale hash keys to read whether or
---       not they have news.
--- Returns { 1 if the news set still holds sales else 0, then per sale with
--- something new its id and its entries, one per line: "<id> <name> <value> …"
+-- A persister's next batches from one master: the events in its ledger,
+-- then the sales in its news set and those named.
+-- KEYS: 1 the master's news set  2 its readers hash  3 its ledger (layout:
+--       news.rs).
+-- ARGV: group, consumer, most entries per sale and from the ledger, most
+--       sales from the news set, '1' on a cluster (else ''), then sale hash
+--       keys to read whether or not they have news.
+-- Returns { 1 if the news set or the ledger still holds more else 0, the
+-- ledger ids read (space-separated, '' if none), how many (sale id,
+-- entries) pairs follow from the ledger, then per sale with something new
+-- its id and its entries, one per line: "<id> <name> <value> …"
 -- (seckill_engine::Event::decode_lines) }; a sale that could not be read
 -- (its slot moving) gives its id and '!' then the error.
--- Reads with NOACK and records each batch as one field of the sale's
--- persisting hash, "<first id>" -> "<last id> <entries> <ms> <consumer>", until
--- committed (persister.rs); a sale read to its end is armed (`n`, see
--- join_news, crates/engine/src/lua/prelude.lua).
--- Cost: TIME, HSET, SPOP; per sale XREADGROUP, HMGET, HDEL (+HSET of the
--- batch, +ZADD in the due index for a purchase, +EXISTS on a cluster).
+-- The ledger is read into the group's pending list, acknowledged once
+-- committed (lua/ledger_done.lua), taken over with XAUTOCLAIM. A sale's
+-- stream is read with NOACK and each batch recorded as one field of the
+-- sale's persisting hash, "<first id>" -> "<last id> <entries> <ms>
+-- <consumer>", until committed (persister.rs).
+-- A quiet sale is told through the ledger and a busy one read from its own
+-- stream, where one read serves many of its events and its purchases pay
+-- nothing to tell: a sale read to its end with fewer than QUIET entries is
+-- armed (`n`, see tell, crates/engine/src/lua/prelude.lua), its later
+-- entries told through the ledger; one with more than BUSY entries in one
+-- read of the ledger is disarmed and put in the news set, and stays there,
+-- read each round, until a read finds it quiet again.
+-- Cost: TIME, HSET, XREADGROUP of the ledger, SPOP; per sale told in the
+-- ledger a ZADD in the due index for a purchase (+HDEL, SADD when busy);
+-- per sale read XREADGROUP, HMGET (+HSET of the batch, +ZADD for a
+-- purchase, +HSET to arm or SADD when busy, +EXISTS on a cluster).
 local group, consumer, count = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local t = redis.call('TIME')
 local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local now = string.format('%d', ms)
 redis.call('HSET', KEYS[2], consumer, now)
+local due = KEYS[1] .. ':due'
+local out = { 0, '', 0 }
+local QUIET, BUSY = 4, 16
+
+-- Taken first: a sale the ledger's read puts in the set waits for the
+-- next round.
 local sales = redis.call('SPOP', KEYS[1], ARGV[4])
+if #sales == tonumber(ARGV[4]) then
+  out[1] = 1
+end
 local cluster = ARGV[5] == '1'
 for i = 6, #ARGV do
   sales[#sales + 1] = ARGV[i]
 end
-local due = KEYS[1] .. ':due'
-local out = { #sales == tonumber(ARGV[4]) and 1 or 0 }
+
+-- The ledger: entries { sale hash key, "<entry id> <timeout>", event … }.
+local function read_ledger()
+  return redis.pcall('XREADGROUP', 'GROUP', group, consumer, 'COUNT', count,
+    'STREAMS', KEYS[3], '>')
+end
+local r = read_ledger()
+if type(r) == 'table' and r.err and string.find(r.err, '^NOGROUP') then
+  redis.call('XGROUP', 'CREATE', KEYS[3], group, '0', 'MKSTREAM')
+  r = read_ledger()
+end
+if type(r) == 'table' and r.err then
+  return redis.error_reply(r.err)
+end
+local told = r and r[1][2] or {}
+if #told > 0 then
+  local ids, lines, order = {}, {}, {}
+  for i, e in ipairs(told) do
+    ids[i] = e[1]
+    local f = e[2]
+    local sale = f[1]
+    local entry, timeout = string.match(f[2], '^(%S+) (%d+)$')
+    local of = lines[sale]
+    if not of then
+      of = {}
+      lines[sale] = of
+      order[#order + 1] = sale
+    end
+    of[#of + 1] = entry .. ' ' .. table.concat(f, ' ', 3)
+    if f[3] == 'b' then
+      local at = tonumber(string.match(entry, '^(%d+)')) + tonumber(timeout) * 1000
+      redis.call('ZADD', due, 'NX', string.format('%d', at), sale)
+    end
+  end
+  out[2] = table.concat(ids, ' ')
+  out[3] = #order
+  for _, sale in ipairs(order) do
+    -- seckill:{sale:<id>}:sale -> <id>
+    out[#out + 1] = string.sub(sale, 15, -7)
+    out[#out + 1] = table.concat(lines[sale], '\n')
+    if #lines[sale] > BUSY then
+      -- Busy: its group is already past all of this (tell moved it), so
+      -- its own stream is read from the next round on. A pcall: its slot
+      -- may have moved; it then stays armed, and told here.
+      local r = redis.pcall('HDEL', sale, 'n')
+      if type(r) == 'number' then
+        redis.call('SADD', KEYS[1], sale)
+      end
+    end
+  end
+  if #told == count then
+    out[1] = 1
+  end
+end
+
 local function read(stream)
   return redis.pcall('XREADGROUP', 'GROUP', group, consumer, 'COUNT', count, 'NOACK',
     'STREAMS', stream, '>')
@@ -40,7 +116,7 @@ for _, sale in ipairs(sales) do
   -- first fails instead, before anything is done, and is answered: the
   -- persister reads the sale again, from its master once the slot settled.
   -- One server has no slots to move.
-  local r = cluster and redis.pcall('EXISTS', sale, stream, persisting)
+  r = cluster and redis.pcall('EXISTS', sale, stream, persisting)
   if not (type(r) == 'table' and r.err) then
     r = read(stream)
   end
@@ -72,22 +148,26 @@ for _, sale in ipairs(sales) do
       out[#out + 1] = id
       out[#out + 1] = table.concat(lines, '\n')
     end
-    -- Also says whether the sale is still there to arm; `n` once set stays
-    -- (only `q` disarms), so it is written only the first time.
+    -- Also says whether the sale is still there to arm.
     local m = redis.call('HMGET', sale, 'payment_timeout', 'n')
     local timeout = m[1]
     if first_buy and timeout then
       local at = tonumber(string.match(first_buy, '^(%d+)')) + tonumber(timeout) * 1000
-      redis.call('ZADD', due, 'NX', at, sale)
+      redis.call('ZADD', due, 'NX', string.format('%d', at), sale)
     end
     if #e == count then
       redis.call('SADD', KEYS[1], sale)
       out[1] = 1
+    elseif #e >= QUIET then
+      -- Busy: read again next round, nothing told meanwhile.
+      redis.call('SADD', KEYS[1], sale)
     elseif timeout then
-      if m[2] ~= KEYS[1] then
-        redis.call('HSET', sale, 'n', KEYS[1])
+      -- Read to its end: what is appended next is told in the ledger
+      -- (see tell, prelude.lua), written only when it changed.
+      local armed = KEYS[3] .. ' ' .. group .. ' ' .. timeout
+      if m[2] ~= armed then
+        redis.call('HSET', sale, 'n', armed)
       end
-      redis.call('HDEL', sale, 'q')
     end
   end
 end

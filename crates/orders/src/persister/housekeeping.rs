@@ -59,12 +59,16 @@ impl Inner {
             self.state().topology = None;
         }
         self.watch_masters().await;
+        if std::mem::take(&mut self.state().look_for_orphans) || full {
+            self.look_for_orphans().await;
+        }
         let looked = self.look_at_readers().await;
         self.state().failing.readers.record(&looked);
         if looked.is_err() {
             pause = REST_AFTER_FAILURE;
         }
-        let persisted = if std::mem::take(&mut self.state().claim_all) {
+        let mut persisted = self.claim_ledgers().await;
+        persisted += if std::mem::take(&mut self.state().claim_all) {
             let claimed = self.claim_abandoned().await;
             self.state().failing.claims.record(&claimed);
             match claimed {
@@ -148,6 +152,81 @@ impl Inner {
             self.state().claim_all = true;
         }
         Ok(taken.persisted)
+    }
+
+    /// Finds the ledgers no master's keys name, to drain them; asks again
+    /// at the next housekeeping if that failed.
+    async fn look_for_orphans(&self) {
+        let found = match self.topology().await {
+            Ok(topology) => topology.orphan_ledgers().await,
+            Err(e) => Err(e),
+        };
+        match found {
+            Ok(found) => {
+                if !found.is_empty() {
+                    tracing::info!(?found, "ledgers left by a change of masters; draining them");
+                }
+                self.state().orphans = found;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "looking for ledgers left by a change of masters failed");
+                self.state().look_for_orphans = true;
+            }
+        }
+    }
+
+    /// Persists the entries of each master's ledger that some persister
+    /// read at least `claim_idle` ago and never acknowledged: one call per
+    /// master, so it runs at every housekeeping; and all of each ledger
+    /// left by a change of masters, until empty. A ledger that fails is
+    /// logged and the others still looked at.
+    pub(super) async fn claim_ledgers(&self) -> usize {
+        let orphans = self.state().orphans.clone();
+        let mut persisted = 0;
+        for orphan in orphans {
+            match takeover::drain_orphan(
+                &mut self.conn.clone(),
+                &self.store,
+                &orphan,
+                &self.config.consumer,
+                self.config.claim_idle,
+            )
+            .await
+            {
+                Ok((n, empty)) => {
+                    persisted += n;
+                    // Sales armed on it tell it until read again, which
+                    // arms each on its master now.
+                    let mut state = self.state();
+                    if empty && state.to_read.is_empty() {
+                        state.orphans.retain(|o| *o != orphan);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(ledger = orphan, error = %e, "draining a ledger left by a change of masters failed");
+                }
+            }
+        }
+        let Ok(topology) = self.topology().await else {
+            return persisted;
+        };
+        for i in 0..topology.len() {
+            match takeover::abandoned_in_ledger(
+                &mut self.conn.clone(),
+                &self.store,
+                &topology.keys(i).ledger,
+                &self.config.consumer,
+                self.config.claim_idle,
+            )
+            .await
+            {
+                Ok(n) => persisted += n,
+                Err(e) => {
+                    tracing::warn!(master = topology.addr(i), error = %e, "taking over a ledger's abandoned entries failed");
+                }
+            }
+        }
+        persisted
     }
 
     /// Drops entries every persister has committed, and only those; the

@@ -1,0 +1,237 @@
+//! A master's ledger against a real redis-server and SQLite: quiet sales
+//! are told through it, a busy one is read from its own stream, and what a
+//! persister read from the ledger and never committed is taken over.
+
+use std::time::{Duration, Instant};
+
+use redis::AsyncCommands;
+use seckill_engine::{Engine, SaleSpec, Strategy};
+use seckill_orders::{Persister, PersisterConfig, Store, audit, unpersisted};
+use seckill_testkit::RedisServer;
+
+mod common;
+
+use common::buy;
+
+/// One server's ledger and news set (its only master's tag is 0).
+const LEDGER: &str = "seckill:{news:0}:ledger";
+const NEWS: &str = "seckill:{news:0}";
+
+fn config(consumer: &str) -> PersisterConfig {
+    PersisterConfig {
+        consumer: consumer.to_owned(),
+        batch: 500,
+        claim_idle: Duration::from_millis(200),
+        housekeeping: Duration::from_millis(50),
+        ..PersisterConfig::default()
+    }
+}
+
+async fn setup() -> (RedisServer, Engine, Store, tempfile::TempDir) {
+    let server = RedisServer::start().unwrap();
+    let engine = Engine::connect(&server.url()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().join("orders.db").to_str().unwrap())
+        .await
+        .unwrap();
+    (server, engine, store, dir)
+}
+
+/// Sale `id`'s field `n`: where its events are told, once armed.
+async fn armed(engine: &Engine, id: &str) -> Option<String> {
+    engine
+        .connection()
+        .hget(format!("seckill:{{sale:{id}}}:sale"), "n")
+        .await
+        .unwrap()
+}
+
+/// Rounds of `persister` until `done` holds, for at most 10 s.
+async fn rounds_until<F: Future<Output = bool>>(persister: &mut Persister, done: impl Fn() -> F) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !done().await {
+        assert!(Instant::now() < deadline, "never came to pass");
+        persister.round().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Every order of `sale` in Redis is in SQL, in the same state.
+async fn assert_persisted(engine: &Engine, store: &Store, sale: &str, orders: usize) {
+    let report = audit(engine, store, sale).await.unwrap();
+    assert!(report.clean && report.backlog == 0, "{report:#?}");
+    let generation = engine.sale(sale).await.unwrap().generation as i64;
+    assert_eq!(store.orders(sale, generation).await.unwrap().len(), orders);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_dead_persister_read_from_the_ledger_is_taken_over() {
+    let (server, engine, store, _dir) = setup().await;
+    let sales: Vec<String> = (0..20).map(|i| format!("q{i}")).collect();
+    for sale in &sales {
+        engine.create_sale(&SaleSpec::new(sale, 10)).await.unwrap();
+    }
+    let mut first = Persister::new(&server.url(), store.clone(), config("first"))
+        .await
+        .unwrap();
+    rounds_until(&mut first, || async {
+        for sale in &sales {
+            if armed(&engine, sale).await.is_none() {
+                return false;
+            }
+        }
+        true
+    })
+    .await;
+    drop(first);
+
+    // One order in each: told through the ledger, not the sales' streams.
+    let mut conn = engine.connection();
+    let before: u64 = conn.xlen(LEDGER).await.unwrap();
+    for sale in &sales {
+        assert_eq!(buy(&engine, Strategy::Atomic, sale, 1).await.len(), 1);
+    }
+    let after: u64 = conn.xlen(LEDGER).await.unwrap();
+    assert_eq!(after - before, 20, "each purchase told once");
+
+    // A persister reads them all from the ledger and dies before its commit.
+    let _: redis::Value = redis::cmd("XREADGROUP")
+        .arg("GROUP")
+        .arg("persister")
+        .arg("doomed")
+        .arg("COUNT")
+        .arg(100)
+        .arg("STREAMS")
+        .arg(LEDGER)
+        .arg(">")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    for sale in &sales {
+        assert_eq!(
+            unpersisted(&mut conn, sale).await.unwrap(),
+            1,
+            "{sale}: read and not committed still counts"
+        );
+    }
+
+    // Its heir takes them over once they have been idle long enough.
+    let mut heir = Persister::new(&server.url(), store.clone(), config("heir"))
+        .await
+        .unwrap();
+    rounds_until(&mut heir, || async {
+        let mut conn = engine.connection();
+        for sale in &sales {
+            if unpersisted(&mut conn, sale).await.unwrap() > 0 {
+                return false;
+            }
+        }
+        true
+    })
+    .await;
+    for sale in &sales {
+        assert_persisted(&engine, &store, sale, 1).await;
+    }
+    let pending: (u64, redis::Value, redis::Value, redis::Value) = redis::cmd("XPENDING")
+        .arg(LEDGER)
+        .arg("persister")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(pending.0, 0, "every entry acknowledged");
+    let left: u64 = conn.xlen(LEDGER).await.unwrap();
+    assert_eq!(left, 0, "the ledger is trimmed once all is committed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_sale_is_read_from_its_own_stream_and_told_again_once_quiet() {
+    let (server, engine, store, _dir) = setup().await;
+    engine
+        .create_sale(&SaleSpec::new("hot", 1_000))
+        .await
+        .unwrap();
+    let mut persister = Persister::new(&server.url(), store.clone(), config("p"))
+        .await
+        .unwrap();
+    rounds_until(&mut persister, || async {
+        armed(&engine, "hot").await.is_some()
+    })
+    .await;
+    let mut conn = engine.connection();
+
+    // Many events in one read of the ledger: disarmed, and in the news set.
+    assert_eq!(buy(&engine, Strategy::Atomic, "hot", 100).await.len(), 100);
+    persister.round().await.unwrap();
+    assert_eq!(armed(&engine, "hot").await, None, "busy: disarmed");
+    let queued: bool = conn
+        .sismember(NEWS, "seckill:{sale:hot}:sale")
+        .await
+        .unwrap();
+    assert!(queued, "busy: read from its own stream next round");
+
+    // Its purchases now tell nothing; its stream is read.
+    let told: u64 = conn.xlen(LEDGER).await.unwrap();
+    assert_eq!(
+        buy(&engine, Strategy::Coalesced, "hot", 100).await.len(),
+        100
+    );
+    let now_told: u64 = conn.xlen(LEDGER).await.unwrap();
+    assert_eq!(now_told, told, "a busy sale's purchases are not told");
+    persister.round().await.unwrap();
+    assert_eq!(unpersisted(&mut conn, "hot").await.unwrap(), 0);
+
+    // Quiet again: armed by the next read, told once more.
+    rounds_until(&mut persister, || async {
+        armed(&engine, "hot").await.is_some()
+    })
+    .await;
+    let told: u64 = conn.xlen(LEDGER).await.unwrap();
+    assert_eq!(buy(&engine, Strategy::Atomic, "hot", 1).await.len(), 1);
+    let now_told: u64 = conn.xlen(LEDGER).await.unwrap();
+    assert_eq!(now_told, told + 1, "quiet again: told through the ledger");
+    rounds_until(&mut persister, || async {
+        unpersisted(&mut engine.connection(), "hot").await.unwrap() == 0
+    })
+    .await;
+    assert_persisted(&engine, &store, "hot", 201).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ledger_no_master_names_any_more_is_drained() {
+    let (server, engine, store, _dir) = setup().await;
+    engine.create_sale(&SaleSpec::new("o", 100)).await.unwrap();
+    let mut first = Persister::new(&server.url(), store.clone(), config("first"))
+        .await
+        .unwrap();
+    rounds_until(&mut first, || async { armed(&engine, "o").await.is_some() }).await;
+    drop(first);
+
+    // Armed on the ledger of a tag no master has now, as a slot moved
+    // under a change of masters leaves it: the purchases are told there
+    // alone, the sale's group already past them.
+    let orphan = "seckill:{news:5}:ledger";
+    let mut conn = engine.connection();
+    let _: () = conn
+        .hset(
+            "seckill:{sale:o}:sale",
+            "n",
+            format!("{orphan} persister 30"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(buy(&engine, Strategy::Atomic, "o", 3).await.len(), 3);
+    let told: u64 = conn.xlen(orphan).await.unwrap();
+    assert_eq!(told, 3);
+    assert_eq!(unpersisted(&mut conn, "o").await.unwrap(), 3);
+
+    // A persister's start finds it and drains it.
+    let mut heir = Persister::new(&server.url(), store.clone(), config("heir"))
+        .await
+        .unwrap();
+    rounds_until(&mut heir, || async {
+        let left: u64 = engine.connection().xlen(orphan).await.unwrap();
+        left == 0
+    })
+    .await;
+    assert_persisted(&engine, &store, "o", 3).await;
+}
