@@ -147,7 +147,8 @@ pub(crate) async fn told(
         None => "-".to_owned(),
     };
     entries.extend(StreamEntry::read(conn, ledger, &after).await?);
-    // { sale hash key, "<entry id> <timeout>", event … } -> the sale's entry.
+    // { sale hash key, "<entry id> <timeout>" or "*" (told alone, its id
+    // the ledger entry's), event … } -> the sale's entry.
     Ok(entries
         .into_iter()
         .filter_map(|mut e| {
@@ -156,7 +157,10 @@ pub(crate) async fn told(
             }
             let (_, at) = e.fields.remove(0);
             Some(StreamEntry {
-                id: at.split(' ').next().unwrap_or_default().to_owned(),
+                id: match at.as_str() {
+                    "*" => e.id,
+                    at => at.split(' ').next().unwrap_or_default().to_owned(),
+                },
                 fields: e.fields,
             })
         })

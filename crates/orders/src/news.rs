@@ -6,7 +6,9 @@
 //!   to its end arms it: it writes `"<ledger> <group> <payment timeout>"`
 //!   into the sale hash's field `n`. From then on the engine's scripts
 //!   write each entry they append to the sale's stream to the ledger too,
-//!   and move the sale's consumer group past it (`tell` in the engine's
+//!   as `{ sale hash key, "<entry id> <timeout>", event … }`, and move the
+//!   sale's consumer group past it, and write a settlement to the ledger
+//!   alone, as `{ sale hash key, "*", event … }` (`tell` in the engine's
 //!   `lua/prelude.lua`): the persisters read the events of all of the
 //!   master's quiet sales from this one warm key, and never the sales'
 //!   own streams. It has the consumer group `persister` with its pending

@@ -120,7 +120,7 @@ pub(crate) async fn abandoned(
 }
 
 /// Ledger entries as Redis answers them: id, then `{ sale hash key,
-/// "<entry id> <timeout>", event … }`.
+/// "<entry id> <timeout>" or "*", event … }` (see `news.rs`).
 type Told = Vec<(String, Vec<String>)>;
 
 /// Most ledger entries claimed at once.
@@ -229,11 +229,15 @@ async fn commit_told(
     entries: &Told,
 ) -> Result<usize> {
     let mut lines: HashMap<&str, String> = HashMap::new();
-    for (_, fields) in entries {
+    for (id, fields) in entries {
         let [sale, at, event @ ..] = &fields[..] else {
             continue;
         };
-        let entry = at.split(' ').next().unwrap_or_default();
+        // "*": told alone, its id the ledger entry's.
+        let entry = match at.as_str() {
+            "*" => id.as_str(),
+            at => at.split(' ').next().unwrap_or_default(),
+        };
         let text = lines.entry(sale.as_str()).or_default();
         text.push_str(entry);
         for word in event {

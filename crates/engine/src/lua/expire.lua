@@ -1,18 +1,22 @@
--- expire_sale(sale, most, due_index, now): expires unpaid orders of one sale past
--- their pay-by time, oldest first, looking at no more than `most` stream
--- entries; then files the sale in its master's due index (sorted set of sale
--- hash keys by when their next order comes due: crates/orders/src/news.rs).
+-- expire_sale(sale, most, due_index, now, unfile): expires unpaid orders of
+-- one sale past their pay-by time, oldest first, looking at no more than
+-- `most` stream entries; then files the sale in its master's due index
+-- (sorted set of sale hash keys by when their next order comes due:
+-- crates/orders/src/news.rs), or, with nothing left to come due, takes it
+-- out, or adds it to the list `unfile` for the caller to take out with
+-- others at once.
 -- KEYS: the sale's lifecycle keys (lifecycle_common.lua), set per sale by
 -- expire_due.lua, which passes its `now` (ms, server clock; read here when
 -- nil). Returns { orders expired, 1 if more may be due else 0 }.
 -- The stream is in pay-by order (pay-by = entry time + payment timeout), so
 -- the sweep walks it from the cursor `swept`, which the persister never trims
 -- past; each order expires once, its state written where its units return.
--- Cost: 3 calls to read (HMGET, XRANGE, HMGET of states), 5-6 to expire a
--- wave whatever its size and move the cursor (see settle), or 1 to move it
--- alone; with the due index 2 more (XRANGE of the next entries, ZADD or
--- ZREM).
-local function expire_sale(sale, most, due_index, now)
+-- Cost: 3 calls to read (HMGET, XRANGE, HMGET of states; +XRANGE when more
+-- than FILE_LOOK entries are due), 4-5 to expire a wave whatever its size
+-- and move the cursor (see settle), or 1 to move it alone; with the due
+-- index a ZADD, or a ZREM unless `unfile`, +XRANGE of the next entries
+-- when the first look did not reach the stream's end.
+local function expire_sale(sale, most, due_index, now, unfile)
   local m = redis.call('HMGET', KEYS[1], 'gen', 'payment_timeout', 'swept', 'limit', 'n')
   if not m[1] then
     if due_index then
@@ -29,13 +33,14 @@ local function expire_sale(sale, most, due_index, now)
   -- FILE_LOOK entries: each purchase on a quiet sale is followed by its
   -- expiry, which would otherwise cost a sweep that finds nothing. Past
   -- FILE_LOOK entries with no purchase, the last one's time files it early
-  -- (a sweep then walks the cursor past them).
+  -- (a sweep then walks the cursor past them). `rest`: the entries past
+  -- `after` when known to be all of them, which spares the look.
   local FILE_LOOK = 8
-  local function file(after)
+  local function file(after, rest)
     if not due_index then
       return
     end
-    local next = redis.call('XRANGE', KEYS[2], after and ('(' .. after) or '-', '+',
+    local next = rest or redis.call('XRANGE', KEYS[2], after and ('(' .. after) or '-', '+',
       'COUNT', FILE_LOOK)
     local at
     for _, e in ipairs(next) do
@@ -49,6 +54,8 @@ local function expire_sale(sale, most, due_index, now)
     end
     if at then
       redis.pcall('ZADD', due_index, tonumber(string.match(at, '^(%d+)')) + timeout, KEYS[1])
+    elseif unfile then
+      unfile[#unfile + 1] = KEYS[1]
     else
       redis.pcall('ZREM', due_index, KEYS[1])
     end
@@ -60,7 +67,38 @@ local function expire_sale(sale, most, due_index, now)
     return { 0, 0 }
   end
   local from = m[3] and ('(' .. m[3]) or '-'
-  local entries = redis.call('XRANGE', KEYS[2], from, cutoff, 'COUNT', most)
+  -- A first look, FILE_LOOK entries to the stream's end: on a quiet sale it
+  -- holds all that is left (`tail`), which then says where to file the sale
+  -- with no look of its own. Its entries past the cutoff are not due; when
+  -- all FILE_LOOK are, the rest up to the cutoff is read.
+  local look = redis.call('XRANGE', KEYS[2], from, '+', 'COUNT', FILE_LOOK)
+  local tail = #look < FILE_LOOK
+  local entries, n = {}, 0
+  for _, e in ipairs(look) do
+    if n == most or tonumber(string.match(e[1], '^(%d+)')) > cutoff then
+      break
+    end
+    n = n + 1
+    entries[n] = e
+  end
+  if n == FILE_LOOK and n < most then
+    for _, e in ipairs(redis.call('XRANGE', KEYS[2], '(' .. look[n][1], cutoff,
+      'COUNT', most - n)) do
+      n = n + 1
+      entries[n] = e
+    end
+  end
+  -- The entries of the first look past the due ones, when it reached the end.
+  local function rest()
+    if not tail then
+      return nil
+    end
+    local r = {}
+    for i = n + 1, #look do
+      r[#r + 1] = look[i]
+    end
+    return r
+  end
   -- At most 3,000 orders a call: each unpacked array holds two values per
   -- order, inside Lua's limit of ~8,000; an entry holds at most 1,000.
   local refs, orders, last, looked = {}, {}, nil, 0
@@ -83,7 +121,7 @@ local function expire_sale(sale, most, due_index, now)
     looked = looked + 1
   end
   if not last then
-    file(m[3])
+    file(m[3], rest())
     return { 0, 0 }
   end
   local due = {}
@@ -100,9 +138,10 @@ local function expire_sale(sale, most, due_index, now)
   else
     redis.call('HSET', KEYS[1], 'swept', last)
   end
-  local more = (looked < #entries or #entries == most) and 1 or 0
+  local more = (looked < n or n == most) and 1 or 0
   if more == 0 then
-    file(last)
+    -- What settle appended (an expiry) is no purchase: the rest stands.
+    file(last, rest())
   end
   return { #due, more }
 end

@@ -11,14 +11,14 @@
 -- caller: shards (whose units the refiller must hear of), sales with more
 -- due than `most` entries, sales whose slot is moving } }.
 -- Cost: TIME and ZRANGEBYSCORE, then per sale expire.lua's (+EXISTS on a
--- cluster).
+-- cluster), but one ZREM for all the sales left with nothing to come due.
 local function expire_due_sales()
   local due_index, most, cluster = KEYS[1], tonumber(ARGV[3]), ARGV[4] == '1'
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local due = redis.call('ZRANGEBYSCORE', due_index, '-inf', string.format('%d', now),
     'LIMIT', 0, tonumber(ARGV[2]))
-  local out, left = { 0, #due == tonumber(ARGV[2]) and 1 or 0 }, {}
+  local out, left, unfile = { 0, #due == tonumber(ARGV[2]) and 1 or 0 }, {}, {}
   out[3] = left
   for _, key in ipairs(due) do
     -- seckill:{sale:<id>}:sale -> seckill:{sale:<id>} and <id>
@@ -34,12 +34,16 @@ local function expire_due_sales()
     if string.find(id, '~', 1, true) or (type(look) == 'table' and look.err) then
       left[#left + 1] = id
     else
-      local r = expire_sale(id, most, due_index, now)
+      local r = expire_sale(id, most, due_index, now, unfile)
       out[1] = out[1] + r[1]
       if r[2] == 1 then
         left[#left + 1] = id
       end
     end
+  end
+  -- The sales left with nothing to come due, out of the index at once.
+  if #unfile > 0 then
+    redis.call('ZREM', due_index, unpack(unfile))
   end
   return out
 end

@@ -40,7 +40,7 @@ end
 -- the restock channel (one that had some sent it when they came back, and
 -- a service's sold-out marks expire on their own besides).
 -- `n`: the sale hash's field `n` as read, to tell the persisters (see tell,
--- prelude.lua). `also`: more fields for the sale hash ({name, value, …}, or
+-- prelude.lua); told, the event is not appended to the sale's stream. `also`: more fields for the sale hash ({name, value, …}, or
 -- nil), written with its counts in one HSET.
 local function settle(sale, gen, limit, orders, state, n, also)
   local writes = also or {}
@@ -82,6 +82,8 @@ local function settle(sale, gen, limit, orders, state, n, also)
   if #writes > 0 then
     redis.call('HSET', KEYS[1], unpack(writes))
   end
-  local entry = redis.call('XADD', KEYS[2], '*', unpack(event))
-  tell(n, KEYS[1], KEYS[2], entry, event)
+  -- Told through the ledger, a settlement skips the sale's stream.
+  if not tell(n, KEYS[1], KEYS[2], nil, event) then
+    redis.call('XADD', KEYS[2], '*', unpack(event))
+  end
 end

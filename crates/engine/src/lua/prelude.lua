@@ -29,35 +29,43 @@ local function refused(m_gen, m_fence, gen, fence)
   end
 end
 
--- Tells the persisters of entry `entry` just appended to stream `stream`
--- of sale hash `sale`, whose fields are `event`. `n` is the hash's field
--- `n` as read (false when absent): a persister that read the stream to its
--- end arms the sale by writing there its master's ledger, the group that
--- reads the sale's stream and the sale's payment timeout (s), as
--- "<ledger> <group> <timeout>" (crates/orders/src/news.rs). An armed sale
--- stays armed: each entry is also written to the ledger (a stream of the
--- same master, by a tag chosen for it), the group's place in the sale's
--- stream moves past it, and the persisters read the events of all the
--- master's sales from that one warm key, touching none of the sale's.
--- Without the group moved, the next read of the sale would deliver the
--- entry again. A pcall, because a ledger left on another node (the sale's
--- slot moved) must not fail a purchase: the sale is disarmed instead and
--- its group stays behind the entry, never to move past it unread; the
--- persisters' read of every sale on a change of masters (and their slow
--- full read) delivers it and arms the sale on its master.
--- Cost on an armed sale: XADD, XGROUP SETID; else nothing.
+-- Tells the persisters of an event of sale hash `sale`, whose fields are
+-- `event`: of entry `entry` just appended to its stream `stream`, or, with
+-- no `entry`, of one the sale's stream need not hold (a settlement: the
+-- sale's settled hash keeps the state, and only SQL must learn it). `n` is
+-- the hash's field `n` as read (false when absent): a persister that read
+-- the stream to its end arms the sale by writing there its master's
+-- ledger, the group that reads the sale's stream and the sale's payment
+-- timeout (s), as "<ledger> <group> <timeout>" (crates/orders/src/news.rs).
+-- An armed sale stays armed: each event is written to the ledger (a
+-- stream of the same master, by a tag chosen for it), as
+-- { sale, "<entry> <timeout>" or '*' (the ledger entry's own id), event … },
+-- and the group's place in the sale's stream moves past `entry`, so the
+-- persisters read the events of all the master's quiet sales from that
+-- one warm key, touching none of the sale's. Without the group moved, the
+-- next read of the sale would deliver the entry again. A pcall, because a
+-- ledger left on another node (the sale's slot moved) must not fail a
+-- purchase: the sale is disarmed instead and its group stays behind the
+-- entry, never to move past it unread; the persisters' read of every sale
+-- on a change of masters (and their slow full read) delivers it and arms
+-- the sale on its master. Returns whether the event was told.
+-- Cost on an armed sale: XADD (+XGROUP SETID with an entry); else nothing.
 local function tell(n, sale, stream, entry, event)
   if not n then
-    return
+    return false
   end
   local ledger, group, timeout = string.match(n, '^(%S+) (%S+) (%d+)$')
   if not ledger then
-    return
+    return false
   end
-  local added = redis.pcall('XADD', ledger, '*', sale, entry .. ' ' .. timeout, unpack(event))
-  if type(added) == 'string' then
-    redis.pcall('XGROUP', 'SETID', stream, group, entry)
-  else
+  local at = entry and entry .. ' ' .. timeout or '*'
+  local added = redis.pcall('XADD', ledger, '*', sale, at, unpack(event))
+  if type(added) ~= 'string' then
     redis.call('HDEL', sale, 'n')
+    return false
   end
+  if entry then
+    redis.pcall('XGROUP', 'SETID', stream, group, entry)
+  end
+  return true
 end

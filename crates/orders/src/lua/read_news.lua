@@ -47,7 +47,7 @@ for i = 6, #ARGV do
   sales[#sales + 1] = ARGV[i]
 end
 
--- The ledger: entries { sale hash key, "<entry id> <timeout>", event … }.
+-- The ledger: entries { sale hash key, "<entry id> <timeout>" or '*', event … }.
 local function read_ledger()
   return redis.pcall('XREADGROUP', 'GROUP', group, consumer, 'COUNT', count,
     'STREAMS', KEYS[3], '>')
@@ -67,7 +67,11 @@ if #told > 0 then
     ids[i] = e[1]
     local f = e[2]
     local sale = f[1]
-    local entry, timeout = string.match(f[2], '^(%S+) (%d+)$')
+    -- '*': told alone, its id the ledger entry's.
+    local entry, timeout = e[1], nil
+    if f[2] ~= '*' then
+      entry, timeout = string.match(f[2], '^(%S+) (%d+)$')
+    end
     local of = lines[sale]
     if not of then
       of = {}
