@@ -8,8 +8,9 @@
 -- stored "<ms>-<n>-<i>|<qty>" of an earlier purchase with this request id, or
 -- 'sold_out' | 'limit' | 'not_started' | 'ended' | 'no_sale'.
 -- Checks, in purchase_batch.lua's order: generation, request id, window, limit, stock.
--- Cost: 3 redis.calls (HMGET, XADD, HSET), +1 TIME with a start or end, +2 on
--- a sale a persister armed (tell, prelude.lua); callgrind counts:
+-- Cost: 3 redis.calls (HMGET, XADD, HSET), +1 TIME with a start or end; +1
+-- HGET the first time after a persister read the sale, and +3 more on a
+-- sale it armed (HDEL, and tell's: prelude.lua); callgrind counts:
 -- scripts/lua-cost.sh.
 local gen, user, req = ARGV[1], ARGV[2], ARGV[4]
 local qty = ARGV[3] == '1' and 1 or tonumber(ARGV[3])
@@ -20,23 +21,21 @@ end
 local req_field = req ~= '' and 'r:' .. req
 local bought_field = limit > 0 and 'u:' .. user
 -- Only the fields this purchase needs: each costs ~600.
--- 'n': whether a persister armed the sale, and how to tell it (see tell,
--- prelude.lua).
 local m
 if bought_field then
-  m = redis.call('HMGET', KEYS[1], 'gen', 'left', 'end', 'n', req_field or 'gen', bought_field)
+  m = redis.call('HMGET', KEYS[1], 'gen', 'left', 'end', req_field or 'gen', bought_field)
 elseif req_field then
-  m = redis.call('HMGET', KEYS[1], 'gen', 'left', 'end', 'n', req_field)
+  m = redis.call('HMGET', KEYS[1], 'gen', 'left', 'end', req_field)
 else
-  m = redis.call('HMGET', KEYS[1], 'gen', 'left', 'end', 'n')
+  m = redis.call('HMGET', KEYS[1], 'gen', 'left', 'end')
 end
 if m[1] ~= gen then
   return 'no_sale'
 end
 -- The same order as purchase_batch.lua: a repeated request id gets its
 -- order back even once the sale has ended.
-if req_field and m[5] then
-  return m[5]
+if req_field and m[4] then
+  return m[4]
 end
 if ARGV[6] or m[3] ~= '0' then
   local t = redis.call('TIME')
@@ -48,7 +47,7 @@ if ARGV[6] or m[3] ~= '0' then
     return 'not_started'
   end
 end
-local bought = bought_field and tonumber(m[6] or '0') + qty
+local bought = bought_field and tonumber(m[5] or '0') + qty
 if bought and bought > limit then
   return 'limit'
 end
@@ -59,24 +58,38 @@ end
 -- Redis would write these numbers with '%.17g', far dearer than '%d'.
 left = string.format('%d', left)
 bought = bought and string.format('%d', bought)
--- The entry's last value: the quantity, and the request id if any.
-local value = req_field and ARGV[3] .. '|' .. req or ARGV[3]
-local entry = redis.call('XADD', KEYS[2], '*', 'b', gen, user, value)
+-- Each write also writes 'q', which a persister deletes when it arms the
+-- sale (see tell, prelude.lua): HSET counts the fields it added, and one
+-- more than this purchase adds (a first buyer's count, a request id) means
+-- 'q' was absent, so the sale may be armed, and `n` says. Armed, the
+-- persisters are told and 'q' deleted again, so that the next purchase
+-- looks too; not armed, 'q' stays, and the purchases after this one pay
+-- nothing until a persister reads the sale. Refusals, most of a flash
+-- sale's calls, pay nothing for it.
+local added = (bought and not m[5]) and 1 or 0
+local entry, now_added
 if not req_field then
+  entry = redis.call('XADD', KEYS[2], '*', 'b', gen, user, ARGV[3])
   if bought then
-    redis.call('HSET', KEYS[1], 'left', left, bought_field, bought)
+    now_added = redis.call('HSET', KEYS[1], 'left', left, bought_field, bought, 'q', '1')
   else
-    redis.call('HSET', KEYS[1], 'left', left)
+    now_added = redis.call('HSET', KEYS[1], 'left', left, 'q', '1')
   end
 else
+  entry = redis.call('XADD', KEYS[2], '*', 'b', gen, user, ARGV[3] .. '|' .. req)
   local ref = entry .. '-0|' .. ARGV[3]
+  added = added + 1
   if bought then
-    redis.call('HSET', KEYS[1], 'left', left, bought_field, bought, req_field, ref)
+    now_added = redis.call('HSET', KEYS[1], 'left', left, bought_field, bought, req_field, ref, 'q', '1')
   else
-    redis.call('HSET', KEYS[1], 'left', left, req_field, ref)
+    now_added = redis.call('HSET', KEYS[1], 'left', left, req_field, ref, 'q', '1')
   end
 end
-if m[4] then
-  tell(m[4], KEYS[1], KEYS[2], entry, { 'b', gen, user, value })
+if now_added > added then
+  local n = redis.call('HGET', KEYS[1], 'n')
+  if n then
+    redis.call('HDEL', KEYS[1], 'q')
+    tell(n, KEYS[1], KEYS[2], entry, { 'b', gen, user, req_field and ARGV[3] .. '|' .. req or ARGV[3] })
+  end
 end
 return entry

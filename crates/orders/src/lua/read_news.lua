@@ -26,7 +26,8 @@
 -- Cost: TIME, HSET, XREADGROUP of the ledger, SPOP; per sale told in the
 -- ledger a ZADD in the due index for a purchase (+HDEL, SADD when busy);
 -- per sale read XREADGROUP, HMGET (+HSET of the batch, +ZADD for a
--- purchase, +HSET to arm or SADD when busy, +EXISTS on a cluster).
+-- purchase, +HDEL and HSET to arm or SADD when busy, +EXISTS on a
+-- cluster).
 local group, consumer, count = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local t = redis.call('TIME')
 local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -172,6 +173,9 @@ for _, sale in ipairs(sales) do
       if m[2] ~= armed then
         redis.call('HSET', sale, 'n', armed)
       end
+      -- An atomic purchase looks at `n` only once it finds 'q' absent
+      -- (purchase.lua).
+      redis.call('HDEL', sale, 'q')
     end
   end
 end
