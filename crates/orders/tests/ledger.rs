@@ -6,26 +6,16 @@ use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
 use seckill_engine::{Engine, SaleSpec, Strategy};
-use seckill_orders::{Persister, PersisterConfig, Store, audit, unpersisted};
+use seckill_orders::{Persister, Store, audit, unpersisted};
 use seckill_testkit::RedisServer;
 
 mod common;
 
-use common::buy;
+use common::{buy, persister_config as config};
 
 /// One server's ledger and news set (its only master's tag is 0).
 const LEDGER: &str = "seckill:{news:0}:ledger";
 const NEWS: &str = "seckill:{news:0}";
-
-fn config(consumer: &str) -> PersisterConfig {
-    PersisterConfig {
-        consumer: consumer.to_owned(),
-        batch: 500,
-        claim_idle: Duration::from_millis(200),
-        housekeeping: Duration::from_millis(50),
-        ..PersisterConfig::default()
-    }
-}
 
 async fn setup() -> (RedisServer, Engine, Store, tempfile::TempDir) {
     let server = RedisServer::start().unwrap();

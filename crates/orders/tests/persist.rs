@@ -12,7 +12,7 @@ use seckill_testkit::RedisServer;
 
 mod common;
 
-use common::{Server, ServerDatabase, buy, server_database};
+use common::{Server, ServerDatabase, buy, persister_config as config, server_database};
 
 struct Rig {
     server: RedisServer,
@@ -33,16 +33,6 @@ async fn rig() -> Rig {
         engine,
         store,
         _dir: dir,
-    }
-}
-
-fn config(consumer: &str) -> PersisterConfig {
-    PersisterConfig {
-        consumer: consumer.to_owned(),
-        batch: 500,
-        claim_idle: Duration::from_millis(200),
-        housekeeping: Duration::from_millis(50),
-        ..PersisterConfig::default()
     }
 }
 

@@ -6,7 +6,19 @@ use std::time::Duration;
 
 use seckill_engine::bench::race;
 use seckill_engine::{Engine, PurchaseRequest, Strategy};
-use seckill_orders::Store;
+use seckill_orders::{PersisterConfig, Store};
+
+/// A persister named `consumer` that takes over what another left after
+/// 200 ms, looking every 50 ms, in batches of 500.
+pub fn persister_config(consumer: &str) -> PersisterConfig {
+    PersisterConfig {
+        consumer: consumer.to_owned(),
+        batch: 500,
+        claim_idle: Duration::from_millis(200),
+        housekeeping: Duration::from_millis(50),
+        ..PersisterConfig::default()
+    }
+}
 
 /// `buyers` purchases of `sale` with `strategy`, by users u0, u1, …, each
 /// with a request id never used before; answers the order ids.
