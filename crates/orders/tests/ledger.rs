@@ -7,25 +7,14 @@ use std::time::{Duration, Instant};
 use redis::AsyncCommands;
 use seckill_engine::{Engine, SaleSpec, Strategy};
 use seckill_orders::{Persister, Store, audit, unpersisted};
-use seckill_testkit::RedisServer;
 
 mod common;
 
-use common::{buy, persister_config as config};
+use common::{buy, persister_config as config, rig};
 
 /// One server's ledger and news set (its only master's tag is 0).
 const LEDGER: &str = "seckill:{news:0}:ledger";
 const NEWS: &str = "seckill:{news:0}";
-
-async fn setup() -> (RedisServer, Engine, Store, tempfile::TempDir) {
-    let server = RedisServer::start().unwrap();
-    let engine = Engine::connect(&server.url()).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path().join("orders.db").to_str().unwrap())
-        .await
-        .unwrap();
-    (server, engine, store, dir)
-}
 
 /// Sale `id`'s field `n`: where its events are told, once armed.
 async fn armed(engine: &Engine, id: &str) -> Option<String> {
@@ -56,7 +45,8 @@ async fn assert_persisted(engine: &Engine, store: &Store, sale: &str, orders: us
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_a_dead_persister_read_from_the_ledger_is_taken_over() {
-    let (server, engine, store, _dir) = setup().await;
+    let rig = rig().await;
+    let (server, engine, store) = (&rig.server, &rig.engine, &rig.store);
     let sales: Vec<String> = (0..20).map(|i| format!("q{i}")).collect();
     for sale in &sales {
         engine.create_sale(&SaleSpec::new(sale, 10)).await.unwrap();
@@ -66,7 +56,7 @@ async fn what_a_dead_persister_read_from_the_ledger_is_taken_over() {
         .unwrap();
     rounds_until(&mut first, || async {
         for sale in &sales {
-            if armed(&engine, sale).await.is_none() {
+            if armed(engine, sale).await.is_none() {
                 return false;
             }
         }
@@ -79,7 +69,7 @@ async fn what_a_dead_persister_read_from_the_ledger_is_taken_over() {
     let mut conn = engine.connection();
     let before: u64 = conn.xlen(LEDGER).await.unwrap();
     for sale in &sales {
-        assert_eq!(buy(&engine, Strategy::Atomic, sale, 1).await.len(), 1);
+        assert_eq!(buy(engine, Strategy::Atomic, sale, 1).await.len(), 1);
     }
     let after: u64 = conn.xlen(LEDGER).await.unwrap();
     assert_eq!(after - before, 20, "each purchase told once");
@@ -120,7 +110,7 @@ async fn what_a_dead_persister_read_from_the_ledger_is_taken_over() {
     })
     .await;
     for sale in &sales {
-        assert_persisted(&engine, &store, sale, 1).await;
+        assert_persisted(engine, store, sale, 1).await;
     }
     let pending: (u64, redis::Value, redis::Value, redis::Value) = redis::cmd("XPENDING")
         .arg(LEDGER)
@@ -135,7 +125,8 @@ async fn what_a_dead_persister_read_from_the_ledger_is_taken_over() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_busy_sale_is_read_from_its_own_stream_and_told_again_once_quiet() {
-    let (server, engine, store, _dir) = setup().await;
+    let rig = rig().await;
+    let (server, engine, store) = (&rig.server, &rig.engine, &rig.store);
     engine
         .create_sale(&SaleSpec::new("hot", 1_000))
         .await
@@ -144,15 +135,15 @@ async fn a_busy_sale_is_read_from_its_own_stream_and_told_again_once_quiet() {
         .await
         .unwrap();
     rounds_until(&mut persister, || async {
-        armed(&engine, "hot").await.is_some()
+        armed(engine, "hot").await.is_some()
     })
     .await;
     let mut conn = engine.connection();
 
     // Many events in one read of the ledger: disarmed, and in the news set.
-    assert_eq!(buy(&engine, Strategy::Atomic, "hot", 100).await.len(), 100);
+    assert_eq!(buy(engine, Strategy::Atomic, "hot", 100).await.len(), 100);
     persister.round().await.unwrap();
-    assert_eq!(armed(&engine, "hot").await, None, "busy: disarmed");
+    assert_eq!(armed(engine, "hot").await, None, "busy: disarmed");
     let queued: bool = conn
         .sismember(NEWS, "seckill:{sale:hot}:sale")
         .await
@@ -162,7 +153,7 @@ async fn a_busy_sale_is_read_from_its_own_stream_and_told_again_once_quiet() {
     // Its purchases now tell nothing; its stream is read.
     let told: u64 = conn.xlen(LEDGER).await.unwrap();
     assert_eq!(
-        buy(&engine, Strategy::Coalesced, "hot", 100).await.len(),
+        buy(engine, Strategy::Coalesced, "hot", 100).await.len(),
         100
     );
     let now_told: u64 = conn.xlen(LEDGER).await.unwrap();
@@ -172,28 +163,29 @@ async fn a_busy_sale_is_read_from_its_own_stream_and_told_again_once_quiet() {
 
     // Quiet again: armed by the next read, told once more.
     rounds_until(&mut persister, || async {
-        armed(&engine, "hot").await.is_some()
+        armed(engine, "hot").await.is_some()
     })
     .await;
     let told: u64 = conn.xlen(LEDGER).await.unwrap();
-    assert_eq!(buy(&engine, Strategy::Atomic, "hot", 1).await.len(), 1);
+    assert_eq!(buy(engine, Strategy::Atomic, "hot", 1).await.len(), 1);
     let now_told: u64 = conn.xlen(LEDGER).await.unwrap();
     assert_eq!(now_told, told + 1, "quiet again: told through the ledger");
     rounds_until(&mut persister, || async {
         unpersisted(&mut engine.connection(), "hot").await.unwrap() == 0
     })
     .await;
-    assert_persisted(&engine, &store, "hot", 201).await;
+    assert_persisted(engine, store, "hot", 201).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ledger_no_master_names_any_more_is_drained() {
-    let (server, engine, store, _dir) = setup().await;
+    let rig = rig().await;
+    let (server, engine, store) = (&rig.server, &rig.engine, &rig.store);
     engine.create_sale(&SaleSpec::new("o", 100)).await.unwrap();
     let mut first = Persister::new(&server.url(), store.clone(), config("first"))
         .await
         .unwrap();
-    rounds_until(&mut first, || async { armed(&engine, "o").await.is_some() }).await;
+    rounds_until(&mut first, || async { armed(engine, "o").await.is_some() }).await;
     drop(first);
 
     // Armed on the ledger of a tag no master has now, as a slot moved
@@ -209,7 +201,7 @@ async fn a_ledger_no_master_names_any_more_is_drained() {
         )
         .await
         .unwrap();
-    assert_eq!(buy(&engine, Strategy::Atomic, "o", 3).await.len(), 3);
+    assert_eq!(buy(engine, Strategy::Atomic, "o", 3).await.len(), 3);
     let told: u64 = conn.xlen(orphan).await.unwrap();
     assert_eq!(told, 3);
     assert_eq!(unpersisted(&mut conn, "o").await.unwrap(), 3);
@@ -223,5 +215,5 @@ async fn a_ledger_no_master_names_any_more_is_drained() {
         left == 0
     })
     .await;
-    assert_persisted(&engine, &store, "o", 3).await;
+    assert_persisted(engine, store, "o", 3).await;
 }

@@ -4,37 +4,14 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use seckill_engine::{Engine, OrderId, Outcome, PurchaseRequest, SaleSpec, Strategy};
+use seckill_engine::{OrderId, Outcome, PurchaseRequest, SaleSpec, Strategy};
 use seckill_orders::{
     Finding, Persister, PersisterConfig, Store, StoredOrder, audit, repair_from_sql, unpersisted,
 };
-use seckill_testkit::RedisServer;
 
 mod common;
 
-use common::{Server, ServerDatabase, buy, persister_config as config, server_database};
-
-struct Rig {
-    server: RedisServer,
-    engine: Engine,
-    store: Store,
-    _dir: tempfile::TempDir,
-}
-
-async fn rig() -> Rig {
-    let server = RedisServer::start().unwrap();
-    let engine = Engine::connect(&server.url()).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path().join("orders.db").to_str().unwrap())
-        .await
-        .unwrap();
-    Rig {
-        server,
-        engine,
-        store,
-        _dir: dir,
-    }
-}
+use common::{Rig, Server, ServerDatabase, buy, persister_config as config, rig, server_database};
 
 /// Runs persister rounds until the sale's audit shows no backlog.
 async fn drain(rig: &Rig, sale: &str, consumer: &str) {

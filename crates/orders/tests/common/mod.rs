@@ -7,6 +7,31 @@ use std::time::Duration;
 use seckill_engine::bench::race;
 use seckill_engine::{Engine, PurchaseRequest, Strategy};
 use seckill_orders::{PersisterConfig, Store};
+use seckill_testkit::RedisServer;
+
+/// A private redis-server, an engine on it and a SQLite store in a
+/// throwaway folder.
+pub struct Rig {
+    pub server: RedisServer,
+    pub engine: Engine,
+    pub store: Store,
+    _dir: tempfile::TempDir,
+}
+
+pub async fn rig() -> Rig {
+    let server = RedisServer::start().unwrap();
+    let engine = Engine::connect(&server.url()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().join("orders.db").to_str().unwrap())
+        .await
+        .unwrap();
+    Rig {
+        server,
+        engine,
+        store,
+        _dir: dir,
+    }
+}
 
 /// A persister named `consumer` that takes over what another left after
 /// 200 ms, looking every 50 ms, in batches of 500.
