@@ -13,6 +13,7 @@ use seckill_redis::Conn;
 
 use crate::config::{GROUP, LIBRARY};
 use crate::error::{Error, Result};
+use crate::news::told_entry;
 use crate::store::Store;
 
 /// The keys of a sale the persister works with.
@@ -147,23 +148,11 @@ pub(crate) async fn told(
         None => "-".to_owned(),
     };
     entries.extend(StreamEntry::read(conn, ledger, &after).await?);
-    // { sale hash key, "<entry id> <timeout>" or "*" (told alone, its id
-    // the ledger entry's), event … } -> the sale's entry.
     Ok(entries
         .into_iter()
-        .filter_map(|mut e| {
-            if e.fields.first().is_none_or(|(sale, _)| *sale != keys.sale) {
-                return None;
-            }
-            let (_, at) = e.fields.remove(0);
-            Some(StreamEntry {
-                id: match at.as_str() {
-                    "*" => e.id,
-                    at => at.split(' ').next().unwrap_or_default().to_owned(),
-                },
-                fields: e.fields,
-            })
-        })
+        .filter_map(told_entry)
+        .filter(|(sale, _)| *sale == keys.sale)
+        .map(|(_, entry)| entry)
         .collect())
 }
 

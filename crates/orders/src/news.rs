@@ -29,9 +29,31 @@
 //! touch both. Scripts find a sale's id in its hash key
 //! `seckill:{sale:<id>}:sale` (the engine's layout, `keys.rs`).
 
+use seckill_engine::StreamEntry;
 use seckill_redis::{Master, Target, key_slot};
 
 use crate::error::{Error, Result};
+
+/// A ledger entry as the sale's stream holds it: the sale's hash key and
+/// the entry under its id in that stream, or under the ledger entry's own
+/// id when told alone (`"*"`). `None` for an entry not of this layout.
+pub(crate) fn told_entry(ledger_entry: StreamEntry) -> Option<(String, StreamEntry)> {
+    let StreamEntry { id, mut fields } = ledger_entry;
+    if fields.is_empty() {
+        return None;
+    }
+    let (sale, at) = fields.remove(0);
+    let id = match at.as_str() {
+        "*" => id,
+        at => at.split(' ').next()?.to_owned(),
+    };
+    Some((sale, StreamEntry { id, fields }))
+}
+
+/// The id of the sale whose hash key is `key` (`seckill:{sale:<id>}:sale`).
+pub(crate) fn sale_of(key: &str) -> Option<&str> {
+    key.strip_prefix("seckill:{sale:")?.strip_suffix("}:sale")
+}
 
 /// Tags are searched up to here; 16384 slots are all hit long before.
 const MAX_TAG: u32 = 1_000_000;

@@ -16,7 +16,7 @@ use seckill_redis::Conn;
 use crate::backlog::{SaleStream, commit, in_flight};
 use crate::config::GROUP;
 use crate::error::Result;
-use crate::news::Topology;
+use crate::news::{Topology, sale_of, told_entry};
 use crate::store::Store;
 
 /// The persisters whose last read, as marked in `readers` (a master's
@@ -119,10 +119,6 @@ pub(crate) async fn abandoned(
     Ok(taken)
 }
 
-/// Ledger entries as Redis answers them: id, then `{ sale hash key,
-/// "<entry id> <timeout>" or "*", event … }` (see `news.rs`).
-type Told = Vec<(String, Vec<String>)>;
-
 /// Most ledger entries claimed at once.
 const CLAIM_BATCH: usize = 500;
 
@@ -139,18 +135,19 @@ pub(crate) async fn abandoned_in_ledger(
     let mut persisted = 0;
     let mut cursor = "0-0".to_owned();
     loop {
-        let claimed: redis::RedisResult<(String, Told, redis::Value)> = redis::cmd("XAUTOCLAIM")
-            .arg(ledger)
-            .arg(GROUP)
-            .arg(me)
-            .arg(idle.as_millis() as u64)
-            .arg(&cursor)
-            .arg("COUNT")
-            .arg(CLAIM_BATCH)
-            .query_async(conn)
-            .await;
-        let (next, entries, _) = match claimed {
-            Ok(claimed) => claimed,
+        let claimed: redis::RedisResult<(String, redis::Value, redis::Value)> =
+            redis::cmd("XAUTOCLAIM")
+                .arg(ledger)
+                .arg(GROUP)
+                .arg(me)
+                .arg(idle.as_millis() as u64)
+                .arg(&cursor)
+                .arg("COUNT")
+                .arg(CLAIM_BATCH)
+                .query_async(conn)
+                .await;
+        let (next, entries) = match claimed {
+            Ok((next, entries, _)) => (next, StreamEntry::list(entries)?),
             // No ledger, or no group on it yet: nothing was read from it.
             Err(e) if e.code() == Some("NOGROUP") => return Ok(persisted),
             Err(e) => return Err(e.into()),
@@ -161,7 +158,7 @@ pub(crate) async fn abandoned_in_ledger(
                 entries = entries.len(),
                 "taking over abandoned ledger entries"
             );
-            persisted += commit_told(conn, store, ledger, &entries).await?;
+            persisted += commit_told(conn, store, ledger, entries).await?;
         }
         if next == "0-0" {
             return Ok(persisted);
@@ -196,7 +193,7 @@ pub(crate) async fn drain_orphan(
         .await;
     let mut persisted = abandoned_in_ledger(conn, store, ledger, me, idle).await?;
     loop {
-        let read: Option<Vec<(String, Told)>> = redis::cmd("XREADGROUP")
+        let read: Option<Vec<(String, redis::Value)>> = redis::cmd("XREADGROUP")
             .arg("GROUP")
             .arg(GROUP)
             .arg(me)
@@ -207,14 +204,14 @@ pub(crate) async fn drain_orphan(
             .arg(">")
             .query_async(conn)
             .await?;
-        let entries = read
-            .and_then(|mut r| r.pop())
-            .map(|(_, e)| e)
-            .unwrap_or_default();
+        let entries = match read.and_then(|mut r| r.pop()) {
+            Some((_, entries)) => StreamEntry::list(entries)?,
+            None => Vec::new(),
+        };
         if entries.is_empty() {
             break;
         }
-        persisted += commit_told(conn, store, ledger, &entries).await?;
+        persisted += commit_told(conn, store, ledger, entries).await?;
     }
     let left: u64 = conn.xlen(ledger).await?;
     Ok((persisted, left == 0))
@@ -226,37 +223,17 @@ async fn commit_told(
     conn: &mut Conn,
     store: &Store,
     ledger: &str,
-    entries: &Told,
+    entries: Vec<StreamEntry>,
 ) -> Result<usize> {
-    let mut lines: HashMap<&str, String> = HashMap::new();
-    for (id, fields) in entries {
-        let [sale, at, event @ ..] = &fields[..] else {
-            continue;
-        };
-        // "*": told alone, its id the ledger entry's.
-        let entry = match at.as_str() {
-            "*" => id.as_str(),
-            at => at.split(' ').next().unwrap_or_default(),
-        };
-        let text = lines.entry(sale.as_str()).or_default();
-        text.push_str(entry);
-        for word in event {
-            text.push(' ');
-            text.push_str(word);
-        }
-        text.push('\n');
-    }
-    let mut events = Vec::new();
-    for (sale, text) in &lines {
-        // seckill:{sale:<id>}:sale -> <id>
-        if let Some(id) = sale
-            .strip_prefix("seckill:{sale:")
-            .and_then(|s| s.strip_suffix("}:sale"))
-        {
-            Event::decode_lines(id, text, &mut events);
-        }
-    }
-    let ids: Vec<String> = entries.iter().map(|(id, _)| id.clone()).collect();
+    let ids: Vec<String> = entries.iter().map(|e| e.id.clone()).collect();
+    let events: Vec<Event> = entries
+        .into_iter()
+        .filter_map(told_entry)
+        .flat_map(|(sale, entry)| match sale_of(&sale) {
+            Some(id) => Event::decode(id, &entry),
+            None => Vec::new(),
+        })
+        .collect();
     commit(store, conn, &events, &[], Some((ledger, &ids))).await?;
     Ok(events.len())
 }
