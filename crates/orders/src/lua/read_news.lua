@@ -24,7 +24,8 @@
 -- read of the ledger is disarmed and put in the news set, and stays there,
 -- read each round, until a read finds it quiet again.
 -- Cost: TIME, HSET, XREADGROUP of the ledger, SPOP; per sale told in the
--- ledger a ZADD in the due index for a purchase (+HDEL, SADD when busy);
+-- ledger with a purchase its pair in one ZADD of the due index (+HDEL,
+-- SADD when busy);
 -- per sale read XREADGROUP, HMGET (+HSET of the batch, +ZADD for a
 -- purchase, +HDEL and HSET to arm or SADD when busy, +EXISTS on a
 -- cluster).
@@ -63,7 +64,7 @@ if type(r) == 'table' and r.err then
 end
 local told = r and r[1][2] or {}
 if #told > 0 then
-  local ids, lines, order = {}, {}, {}
+  local ids, lines, order, dues = {}, {}, {}, {}
   for i, e in ipairs(told) do
     ids[i] = e[1]
     local f = e[2]
@@ -82,8 +83,15 @@ if #told > 0 then
     of[#of + 1] = entry .. ' ' .. table.concat(f, ' ', 3)
     if f[3] == 'b' then
       local at = tonumber(string.match(entry, '^(%d+)')) + tonumber(timeout) * 1000
-      redis.call('ZADD', due, 'NX', string.format('%d', at), sale)
+      dues[#dues + 1] = string.format('%d', at)
+      dues[#dues + 1] = sale
     end
+  end
+  -- Filed with one ZADD per 1,000 purchases (inside Lua's unpack limit),
+  -- not one each: NX keeps what each sale was filed under, and a sale's
+  -- first purchase here, the earliest due, is its first pair.
+  for i = 1, #dues, 2000 do
+    redis.call('ZADD', due, 'NX', unpack(dues, i, math.min(i + 1999, #dues)))
   end
   out[2] = table.concat(ids, ' ')
   out[3] = #order
