@@ -133,6 +133,9 @@ pub(crate) async fn abandoned_in_ledger(
     idle: Duration,
 ) -> Result<usize> {
     let mut persisted = 0;
+    if !may_be_idle(conn, ledger, idle).await? {
+        return Ok(persisted);
+    }
     let mut cursor = "0-0".to_owned();
     loop {
         let claimed: redis::RedisResult<(String, redis::Value, redis::Value)> =
@@ -165,6 +168,36 @@ pub(crate) async fn abandoned_in_ledger(
         }
         cursor = next;
     }
+}
+
+/// Whether some entry of `ledger` may have been pending in its group for
+/// `idle`: one was written at least that long ago, by the server's clock.
+/// `XAUTOCLAIM` walks the whole list of pending entries, and at a thousand
+/// purchases a second in quiet sales, looking every housekeeping cost
+/// Redis more than a microsecond a purchase for nothing; the summary is
+/// one look. An entry is delivered after it is written, so it has been
+/// pending no longer than its id's age. An id ahead of the clock (the
+/// clock went back) says nothing: then the ledger is looked at.
+async fn may_be_idle(conn: &mut Conn, ledger: &str, idle: Duration) -> Result<bool> {
+    let summary: redis::RedisResult<(u64, Option<String>, redis::Value, redis::Value)> =
+        redis::cmd("XPENDING")
+            .arg(ledger)
+            .arg(GROUP)
+            .query_async(conn)
+            .await;
+    let oldest = match summary {
+        Ok((0, ..)) | Ok((_, None, ..)) => return Ok(false),
+        Ok((_, Some(oldest), ..)) => oldest,
+        // No ledger, or no group on it yet: nothing was read from it.
+        Err(e) if e.code() == Some("NOGROUP") => return Ok(false),
+        Err(e) => return Err(e.into()),
+    };
+    let written: u64 = match oldest.split_once('-').map(|(ms, _)| ms.parse()) {
+        Some(Ok(ms)) => ms,
+        _ => return Ok(true),
+    };
+    let now = redis_ms(conn).await?;
+    Ok(written > now || now - written >= idle.as_millis() as u64)
 }
 
 /// Persists everything `ledger` holds, for a ledger no master's keys name
