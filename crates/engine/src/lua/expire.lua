@@ -11,8 +11,9 @@
 -- The stream is in pay-by order (pay-by = entry time + payment timeout), so
 -- the sweep walks it from the cursor `swept`, which the persister never trims
 -- past; each order expires once, its state written where its units return.
--- Cost: 3 calls to read (HMGET, XRANGE, HMGET of states; +XRANGE when more
--- than FILE_LOOK entries are due), 4-5 to expire a wave whatever its size
+-- Cost: 3 calls to read (HMGET, XRANGE, HMGET of states, or HSETNX of the
+-- one order's, which writes it too; +XRANGE when more than FILE_LOOK
+-- entries are due), 3-5 to expire a wave whatever its size
 -- and move the cursor (see settle), or 1 to move it alone; with the due
 -- index a ZADD, or a ZREM unless `unfile`, +XRANGE of the next entries
 -- when the first look did not reach the stream's end.
@@ -125,7 +126,14 @@ local function expire_sale(sale, most, due_index, now, unfile)
     return { 0, 0 }
   end
   local due = {}
-  if #refs > 0 then
+  if #refs == 1 then
+    -- One order, what a quiet sale's sweep finds: its state written if it
+    -- has none, looked at and written in one call.
+    local o = orders[1]
+    if redis.call('HSETNX', KEYS[3], o[1], 'expired|' .. o[2] .. '|' .. o[3]) == 1 then
+      due[1] = o
+    end
+  elseif #refs > 0 then
     local states = redis.call('HMGET', KEYS[3], unpack(refs))
     for i, o in ipairs(orders) do
       if not states[i] then
@@ -134,7 +142,7 @@ local function expire_sale(sale, most, due_index, now, unfile)
     end
   end
   if #due > 0 then
-    settle(sale, gen, tonumber(m[4]), due, 'expired', m[5], { 'swept', last })
+    settle(sale, gen, tonumber(m[4]), due, 'expired', m[5], { 'swept', last }, #refs == 1)
   else
     redis.call('HSET', KEYS[1], 'swept', last)
   end

@@ -40,9 +40,11 @@ end
 -- the restock channel (one that had some sent it when they came back, and
 -- a service's sold-out marks expire on their own besides).
 -- `n`: the sale hash's field `n` as read, to tell the persisters (see tell,
--- prelude.lua); told, the event is not appended to the sale's stream. `also`: more fields for the sale hash ({name, value, …}, or
--- nil), written with its counts in one HSET.
-local function settle(sale, gen, limit, orders, state, n, also)
+-- prelude.lua); told, the event is not appended to the sale's stream.
+-- `also`: more fields for the sale hash ({name, value, …}, or nil),
+-- written with its counts in one HSET. `written`: the orders' states are
+-- already in the settled hash.
+local function settle(sale, gen, limit, orders, state, n, also, written)
   local writes = also or {}
   local states, event = {}, { state, gen }
   local back, per_user = 0, {}
@@ -55,7 +57,9 @@ local function settle(sale, gen, limit, orders, state, n, also)
     back = back + tonumber(o[3])
     per_user[o[2]] = (per_user[o[2]] or 0) + tonumber(o[3])
   end
-  redis.call('HSET', KEYS[3], unpack(states))
+  if not written then
+    redis.call('HSET', KEYS[3], unpack(states))
+  end
   if state ~= 'paid' then
     -- One read and one write for the units and every buyer's count,
     -- however many buyers the wave holds (at most 3,000, inside Lua's
