@@ -276,3 +276,65 @@ async fn redis_ms(conn: &mut (impl ConnectionLike + Send + Sync)) -> Result<u64>
     let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(conn).await?;
     Ok(secs * 1000 + micros / 1000)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Makes `ledger` hold one entry written `age_ms` before the server's
+    /// clock (after it, when negative), read by a persister that never
+    /// acknowledged it; answers its id.
+    async fn pending_entry(conn: &mut Conn, ledger: &str, age_ms: i64) -> String {
+        let now = redis_ms(conn).await.unwrap() as i64;
+        let _: () = redis::cmd("XGROUP")
+            .arg("CREATE")
+            .arg(ledger)
+            .arg(GROUP)
+            .arg("0")
+            .arg("MKSTREAM")
+            .query_async(conn)
+            .await
+            .unwrap();
+        let id: String = conn
+            .xadd(ledger, format!("{}-1", now - age_ms), &[("s", "*")])
+            .await
+            .unwrap();
+        let _: redis::Value = redis::cmd("XREADGROUP")
+            .arg("GROUP")
+            .arg(GROUP)
+            .arg("gone")
+            .arg("STREAMS")
+            .arg(ledger)
+            .arg(">")
+            .query_async(conn)
+            .await
+            .unwrap();
+        id
+    }
+
+    #[tokio::test]
+    async fn a_ledger_is_walked_only_when_an_entry_can_have_been_pending_long_enough() {
+        let server = seckill_testkit::RedisServer::start().unwrap();
+        let mut conn = seckill_redis::Target::server(&server.url())
+            .connect()
+            .await
+            .unwrap();
+        let idle = Duration::from_secs(5);
+        assert!(
+            !may_be_idle(&mut conn, "none", idle).await.unwrap(),
+            "no ledger"
+        );
+        pending_entry(&mut conn, "fresh", 1_000).await;
+        assert!(!may_be_idle(&mut conn, "fresh", idle).await.unwrap());
+        let old = pending_entry(&mut conn, "old", 10_000).await;
+        assert!(may_be_idle(&mut conn, "old", idle).await.unwrap());
+        let _: u64 = conn.xack("old", GROUP, &[old]).await.unwrap();
+        assert!(
+            !may_be_idle(&mut conn, "old", idle).await.unwrap(),
+            "acknowledged"
+        );
+        // Written ahead of the clock, which then went back: looked at.
+        pending_entry(&mut conn, "ahead", -3_600_000).await;
+        assert!(may_be_idle(&mut conn, "ahead", idle).await.unwrap());
+    }
+}
