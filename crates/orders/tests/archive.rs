@@ -12,7 +12,7 @@ use seckill_testkit::RedisServer;
 
 mod common;
 
-use common::{Server, buy, server_database};
+use common::{Server, buy, rig, server_database};
 
 async fn used_memory(url: &str) -> i64 {
     let mut conn = seckill_redis::Target::server(url).connect().await.unwrap();
@@ -32,12 +32,8 @@ const PAY_WITHIN: Duration = Duration::from_secs(8);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn five_archived_sales_of_20000_orders_give_redis_its_memory_back() {
-    let server = RedisServer::start().unwrap();
-    let engine = Engine::connect(&server.url()).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path().join("o.db").to_str().unwrap())
-        .await
-        .unwrap();
+    let rig = rig().await;
+    let (server, engine, store) = (&rig.server, rig.engine.clone(), rig.store.clone());
     let start = used_memory(&server.url()).await;
     let config = PersisterConfig {
         consumer: "p".to_owned(),
