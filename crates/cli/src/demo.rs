@@ -87,11 +87,12 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     summary.print(started)?;
     let ok = report.clean && sold == STOCK && !first.codes.contains_key("transport_error");
     if args.dashboard {
+        let stopped = crate::signals::shutdown();
         println!();
         println!("dashboard: {}/dashboard", service.base);
         println!("admin token: {}", service.token);
         println!("the service stays up; Ctrl-C stops it");
-        crate::signals::shutdown().await;
+        stopped.await;
     }
     service.running.stop().await;
     Ok(if ok {

@@ -107,8 +107,9 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     let running = seckill_service::start(config)
         .await
         .context("starting the service")?;
+    let stopped = crate::signals::shutdown();
     println!("listening on http://{}", running.addr);
-    crate::signals::shutdown().await;
+    stopped.await;
     eprintln!("shutting down: finishing in-flight requests and persisting");
     running.stop().await;
     Ok(ExitCode::SUCCESS)

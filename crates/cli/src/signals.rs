@@ -1,17 +1,29 @@
 //! Shutdown on SIGINT or SIGTERM.
 
-/// Resolves on the first SIGINT (Ctrl-C) or SIGTERM.
-pub async fn shutdown() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+use std::future::Future;
+
+use tokio::signal::unix::{Signal, SignalKind, signal};
+
+/// Resolves on the first SIGINT (Ctrl-C) or SIGTERM received after the
+/// call. The handlers are installed by the call itself, not at the first
+/// poll: a caller that says it is ready right after (an address printed for
+/// a supervisor or a test to act on) is already listening, so an early
+/// SIGTERM stops it gracefully instead of killing it.
+pub fn shutdown() -> impl Future<Output = ()> {
+    let interrupt = signal(SignalKind::interrupt()).ok();
+    let terminate = signal(SignalKind::terminate()).ok();
+    async move {
+        let received = |s: Option<Signal>| async move {
+            match s {
+                Some(mut s) => {
+                    s.recv().await;
+                }
+                None => std::future::pending().await,
             }
-            Err(_) => std::future::pending().await,
+        };
+        tokio::select! {
+            () = received(interrupt) => {}
+            () = received(terminate) => {}
         }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        () = term => {}
     }
 }

@@ -58,7 +58,7 @@ fn demo_with_dashboard_keeps_the_service_up_until_stopped() {
             "50",
         ])
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::inherit())
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(demo.stdout.take().unwrap()).lines();
@@ -93,7 +93,13 @@ fn demo_with_dashboard_keeps_the_service_up_until_stopped() {
 
     // SAFETY: a signal to our own child.
     unsafe { libc::kill(demo.id() as i32, libc::SIGTERM) };
-    assert!(demo.wait().unwrap().success());
+    let status = demo.wait().unwrap();
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(
+        status.success(),
+        "{status} after SIGTERM; it printed:\n{printed}{}",
+        rest.join("\n")
+    );
 }
 
 /// `seckill demo --cluster`: the same demo on a private 3-master +
