@@ -27,3 +27,21 @@ pub fn shutdown() -> impl Future<Output = ()> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    /// The handlers are in place when `shutdown()` returns, before its
+    /// future is first polled: a SIGTERM raised right then is caught (its
+    /// default action would end this test's process) and resolves it.
+    #[tokio::test]
+    async fn a_sigterm_right_after_the_call_is_caught_and_resolves_it() {
+        let stopped = super::shutdown();
+        // SAFETY: a signal to our own process, whose handler is installed.
+        assert_eq!(unsafe { libc::raise(libc::SIGTERM) }, 0);
+        tokio::time::timeout(Duration::from_secs(10), stopped)
+            .await
+            .expect("the SIGTERM did not resolve shutdown()");
+    }
+}
