@@ -9,45 +9,43 @@ use crate::keys::Keys;
 /// saved with the data, so after a failover the promoted replica already
 /// has it, and no call depends on every node being reachable.
 pub(crate) static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
-    const COMMON: &str = include_str!("lua/common.lua");
-    const SEM: &str = include_str!("lua/sem_common.lua");
-    const LATCH: &str = include_str!("lua/latch_common.lua");
-    const RW: &str = include_str!("lua/rw_common.lua");
+    // Each family's head (its keys, its helpers) is made once at load and
+    // shared by the family's functions (see `Builder::group`).
     Library::builder("seckill_lock")
-        .function("acquire", &[COMMON, include_str!("lua/acquire.lua")])
-        .function("release", &[COMMON, include_str!("lua/release.lua")])
-        .function("extend", &[COMMON, include_str!("lua/extend.lua")])
-        .function("poll", &[COMMON, include_str!("lua/poll.lua")])
-        .function("withdraw", &[COMMON, include_str!("lua/withdraw.lua")])
-        .function(
-            "raise_fence",
-            &[COMMON, include_str!("lua/raise_fence.lua")],
-        )
+        .group(include_str!("lua/common.lua"), |lock| {
+            lock.function("acquire", &[include_str!("lua/acquire.lua")])
+                .function("release", &[include_str!("lua/release.lua")])
+                .function("extend", &[include_str!("lua/extend.lua")])
+                .function("poll", &[include_str!("lua/poll.lua")])
+                .function("withdraw", &[include_str!("lua/withdraw.lua")])
+                .function("raise_fence", &[include_str!("lua/raise_fence.lua")])
+        })
         .function("rate", &[include_str!("lua/rate.lua")])
-        .function("sem_acquire", &[SEM, include_str!("lua/sem_acquire.lua")])
-        .function("sem_poll", &[SEM, include_str!("lua/sem_poll.lua")])
-        .function("sem_release", &[SEM, include_str!("lua/sem_release.lua")])
-        .function("sem_extend", &[SEM, include_str!("lua/sem_extend.lua")])
-        .function("sem_withdraw", &[SEM, include_str!("lua/sem_withdraw.lua")])
-        .function(
-            "sem_set_limit",
-            &[SEM, include_str!("lua/sem_set_limit.lua")],
-        )
-        .function("latch_set", &[LATCH, include_str!("lua/latch_set.lua")])
-        .function(
-            "latch_count_down",
-            &[LATCH, include_str!("lua/latch_count_down.lua")],
-        )
-        .function("latch_wait", &[LATCH, include_str!("lua/latch_wait.lua")])
-        .function(
-            "latch_withdraw",
-            &[LATCH, include_str!("lua/latch_withdraw.lua")],
-        )
-        .function("rw_acquire", &[RW, include_str!("lua/rw_acquire.lua")])
-        .function("rw_poll", &[RW, include_str!("lua/rw_poll.lua")])
-        .function("rw_release", &[RW, include_str!("lua/rw_release.lua")])
-        .function("rw_extend", &[RW, include_str!("lua/rw_extend.lua")])
-        .function("rw_withdraw", &[RW, include_str!("lua/rw_withdraw.lua")])
+        .group(include_str!("lua/sem_common.lua"), |sem| {
+            sem.function("sem_acquire", &[include_str!("lua/sem_acquire.lua")])
+                .function("sem_poll", &[include_str!("lua/sem_poll.lua")])
+                .function("sem_release", &[include_str!("lua/sem_release.lua")])
+                .function("sem_extend", &[include_str!("lua/sem_extend.lua")])
+                .function("sem_withdraw", &[include_str!("lua/sem_withdraw.lua")])
+                .function("sem_set_limit", &[include_str!("lua/sem_set_limit.lua")])
+        })
+        .group(include_str!("lua/latch_common.lua"), |latch| {
+            latch
+                .function("latch_set", &[include_str!("lua/latch_set.lua")])
+                .function(
+                    "latch_count_down",
+                    &[include_str!("lua/latch_count_down.lua")],
+                )
+                .function("latch_wait", &[include_str!("lua/latch_wait.lua")])
+                .function("latch_withdraw", &[include_str!("lua/latch_withdraw.lua")])
+        })
+        .group(include_str!("lua/rw_common.lua"), |rw| {
+            rw.function("rw_acquire", &[include_str!("lua/rw_acquire.lua")])
+                .function("rw_poll", &[include_str!("lua/rw_poll.lua")])
+                .function("rw_release", &[include_str!("lua/rw_release.lua")])
+                .function("rw_extend", &[include_str!("lua/rw_extend.lua")])
+                .function("rw_withdraw", &[include_str!("lua/rw_withdraw.lua")])
+        })
         .build()
 });
 

@@ -54,6 +54,9 @@ pub struct Builder {
     stem: String,
     body: String,
     names: Vec<&'static str>,
+    /// Inside a [`Builder::group`]: each function hands its `KEYS` to the
+    /// group's head as it starts.
+    in_group: bool,
 }
 
 impl Builder {
@@ -62,6 +65,39 @@ impl Builder {
         self.body.push_str(source);
         self.body.push('\n');
         self
+    }
+
+    /// Functions (the ones `add` adds) that share `head`: Lua run once at
+    /// load, in a scope of its own, whose helpers they call. The helpers
+    /// read `KEYS` as if they were part of each function: the calling
+    /// function's, which it hands over (`use_keys`) as it starts. Why not put
+    /// the head in each function, as [`Builder::function`]'s sources
+    /// allow: then every call makes its helpers anew, which for the lock's
+    /// five cost each call ~4,500 instructions (callgrind: a release that
+    /// finds another holder, 23,300 made anew, 18,800 made once).
+    ///
+    /// ```
+    /// use seckill_redis::Library;
+    /// let library = Library::builder("example")
+    ///     .group("local function first() return KEYS[1] end", |group| {
+    ///         group
+    ///             .function("get_first", &["return redis.call('GET', first())"])
+    ///             .function("del_first", &["return redis.call('DEL', first())"])
+    ///     })
+    ///     .build();
+    /// assert!(library.code().contains("local function first()"));
+    /// ```
+    pub fn group(mut self, head: &str, add: impl FnOnce(Self) -> Self) -> Self {
+        assert!(!self.in_group, "groups do not nest");
+        self.body
+            .push_str("do\nlocal KEYS\nlocal function use_keys(keys) KEYS = keys end\n");
+        self.body.push_str(head);
+        self.body.push('\n');
+        self.in_group = true;
+        let mut built = add(self);
+        built.in_group = false;
+        built.body.push_str("end\n");
+        built
     }
 
     /// A function that may write.
@@ -89,6 +125,9 @@ impl Builder {
             "function name {name:?}: letters, digits and '_' only"
         );
         let _ = writeln!(self.body, "register('{name}', function(KEYS, ARGV)");
+        if self.in_group {
+            self.body.push_str("use_keys(KEYS)\n");
+        }
         for source in sources {
             self.body.push_str(source);
             self.body.push('\n');
@@ -127,6 +166,7 @@ impl Library {
             stem: stem.to_owned(),
             body: String::new(),
             names: Vec::new(),
+            in_group: false,
         }
     }
 

@@ -173,3 +173,48 @@ async fn out_of_memory_refuses_writing_functions_whole() {
     let seen: String = lib.call("peek", &["c"]).invoke(&mut conn).await.unwrap();
     assert_eq!(seen, "1");
 }
+
+/// A group's head is made once (its count of helper calls goes on from
+/// call to call), and its helpers read the `KEYS` of the function that
+/// calls them, whichever function of the group it is.
+#[tokio::test]
+async fn a_groups_helpers_read_each_calls_keys() {
+    let server = RedisServer::start().unwrap();
+    let mut conn = Target::server(&server.url()).connect().await.unwrap();
+    let lib = Library::builder("test_group")
+        .group(
+            "local calls = 0\nlocal function first() calls = calls + 1 return KEYS[1] end",
+            |group| {
+                group
+                    .function("set_first", &["return redis.call('SET', first(), ARGV[1])"])
+                    .function("first_and_calls", &["return { first(), calls }"])
+            },
+        )
+        .function("alone", &["return KEYS[1]"])
+        .build();
+    for (i, key) in ["a", "b", "a"].into_iter().enumerate() {
+        let ok: String = lib
+            .call("set_first", &[key])
+            .arg(format!("to {key}"))
+            .invoke(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(ok, "OK");
+        let (first, calls): (String, i64) = lib
+            .call("first_and_calls", &[key, "other"])
+            .invoke(&mut conn)
+            .await
+            .unwrap();
+        // Two helper calls a round: set_first's and this one's.
+        assert_eq!((first.as_str(), calls), (key, 2 * (i as i64 + 1)));
+    }
+    let (a, b): (String, String) = redis::cmd("MGET")
+        .arg("a")
+        .arg("b")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!((a.as_str(), b.as_str()), ("to a", "to b"));
+    let alone: String = lib.call("alone", &["z"]).invoke(&mut conn).await.unwrap();
+    assert_eq!(alone, "z");
+}

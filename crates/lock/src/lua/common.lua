@@ -1,4 +1,6 @@
--- Shared head of every lock script. KEYS, always in this order:
+-- Shared head of every lock script, made once when the library loads (a
+-- group: scripts.rs); its helpers read the calling function's KEYS,
+-- always in this order:
 --   1 lock     "<token>:<fence>" with a PX lease while held
 --   2 fence    the last fence given, kept only while it matters (below)
 --   3 queue    list of waiting tokens, oldest first

@@ -1,4 +1,6 @@
--- Shared head of every latch script. KEYS, always in this order:
+-- Shared head of every latch script, made once when the library loads (a
+-- group: scripts.rs); its helpers read the calling function's KEYS, always
+-- in this order:
 --   1 count    what is left to count down; absent once it reached zero
 --              (or never set): the latch is open
 --   2 waiters  hash token -> "<channel>|<deadline ms>"

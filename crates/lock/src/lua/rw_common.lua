@@ -1,4 +1,6 @@
--- Shared head of every read-write lock script. KEYS, always in this order:
+-- Shared head of every read-write lock script, made once when the library
+-- loads (a group: scripts.rs); its helpers read the calling function's
+-- KEYS, always in this order:
 --   1 readers  sorted set "<token>:<fence>" -> lease end (ms, server clock)
 --   2 writer   "<token>:<fence>" with a PX lease while a writer holds it
 --   3 fence    the last fence given; it lives only while the lock is in use

@@ -1,4 +1,6 @@
--- Shared head of every semaphore script. KEYS, always in this order:
+-- Shared head of every semaphore script, made once when the library loads
+-- (a group: scripts.rs); its helpers read the calling function's KEYS,
+-- always in this order:
 --   1 holders  sorted set "<token>:<i>" -> lease end (ms, server clock):
 --              one member per permit held
 --   2 queue    list of waiting tokens, oldest first
