@@ -145,4 +145,125 @@ mod tests {
             }
         }
     }
+
+    /// The server's clock in ms.
+    async fn server_ms(conn: &mut Conn) -> u64 {
+        let (s, us): (u64, u64) = redis::cmd("TIME").query_async(conn).await.unwrap();
+        s * 1000 + us / 1000
+    }
+
+    /// A waiter queued by an earlier release of the library, whose queue
+    /// held bare tokens and whose records were "<channel>|<lease>|<deadline>",
+    /// is still handed the lock; an entry whose waiter left is skipped.
+    #[tokio::test]
+    async fn a_release_hands_on_to_a_waiter_queued_the_earlier_way() {
+        let (_server, mut conn) = scratch().await;
+        let keys = Keys::new("t", "compat").unwrap();
+        let (queue, waiters) = (keys.all[2].clone(), keys.all[3].clone());
+        let taken: (i64, i64) = run(&mut conn, "acquire", &keys, &["a", "5000", "0", "ch"])
+            .await
+            .unwrap();
+        assert_eq!(taken.0, 1);
+        // "c" queues the current way, then leaves as a lost withdraw
+        // would leave it: only its record is gone.
+        let queued: (i64, i64) = run(&mut conn, "acquire", &keys, &["c", "5000", "1000", "ch"])
+            .await
+            .unwrap();
+        assert_eq!(queued.0, 0);
+        let deadline = server_ms(&mut conn).await + 60_000;
+        let _: () = redis::pipe()
+            .hdel(&waiters, "c")
+            .rpush(&queue, "b")
+            .hset(&waiters, "b", format!("ch|5000|{deadline}"))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let released: i64 = run(&mut conn, "release", &keys, &["a"]).await.unwrap();
+        assert_eq!(released, 1);
+        let holder: String = redis::cmd("GET")
+            .arg(&keys.all[0])
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert!(holder.starts_with("b:"), "{holder}");
+        let left: i64 = redis::cmd("EXISTS")
+            .arg(&queue)
+            .arg(&waiters)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(left, 0);
+    }
+
+    /// The queue and its records outlive the last deadline by at most the
+    /// last wait or a second, and a waiter queueing within that margin
+    /// does not extend them.
+    #[tokio::test]
+    async fn the_queue_is_kept_for_the_last_wait_and_a_bounded_margin() {
+        let (_server, mut conn) = scratch().await;
+        let keys = Keys::new("t", "keep").unwrap();
+        let pttl = |mut conn: Conn, key: String| async move {
+            redis::cmd("PTTL")
+                .arg(key)
+                .query_async::<i64>(&mut conn)
+                .await
+                .unwrap()
+        };
+        let _: (i64, i64) = run(&mut conn, "acquire", &keys, &["a", "5000", "0", "ch"])
+            .await
+            .unwrap();
+        // "b" waits 300 ms: kept 300 ms more. "c", queueing within that
+        // margin, changes nothing. "d" waits 5 s: kept a second more.
+        let mut kept = Vec::new();
+        for (waiter, wait) in [("b", "300"), ("c", "300"), ("d", "5000")] {
+            let _: (i64, i64) = run(&mut conn, "acquire", &keys, &[waiter, "5000", wait, "ch"])
+                .await
+                .unwrap();
+            let queue = pttl(conn.clone(), keys.all[2].clone()).await;
+            let records = pttl(conn.clone(), keys.all[3].clone()).await;
+            assert!((queue - records).abs() <= 5, "{waiter}: {queue} {records}");
+            kept.push(queue);
+        }
+        assert!(300 < kept[0] && kept[0] <= 600, "{kept:?}");
+        assert!(300 < kept[1] && kept[1] <= kept[0], "{kept:?}");
+        assert!(5000 < kept[2] && kept[2] <= 6000, "{kept:?}");
+    }
+
+    /// The semaphore's hand-off likewise serves a waiter queued the earlier
+    /// way ("<channel>|<lease>|<deadline>|<permits>" records, bare tokens).
+    #[tokio::test]
+    async fn a_semaphore_hands_on_to_a_waiter_queued_the_earlier_way() {
+        let (_server, mut conn) = scratch().await;
+        let keys: Vec<String> = ["holders", "queue", "waiters", "limit"]
+            .iter()
+            .map(|k| format!("t:sem:{{compat}}:{k}"))
+            .collect();
+        let taken: Vec<i64> = call(
+            &mut conn,
+            "sem_acquire",
+            &keys,
+            &["a", "1", "5000", "0", "ch", "1"],
+        )
+        .await
+        .unwrap();
+        assert_eq!(taken[0], 1);
+        let deadline = server_ms(&mut conn).await + 60_000;
+        let _: () = redis::pipe()
+            .rpush(&keys[1], "b")
+            .hset(&keys[2], "b", format!("ch|5000|{deadline}|1"))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let returned: i64 = call(&mut conn, "sem_release", &keys, &["a:1", "1"])
+            .await
+            .unwrap();
+        assert_eq!(returned, 1);
+        let held: Option<f64> = redis::cmd("ZSCORE")
+            .arg(&keys[0])
+            .arg("b:1")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert!(held.is_some(), "the waiter was not granted its permit");
+    }
 }

@@ -2,6 +2,9 @@
 -- Returns {1, fence} when granted, else {0, pttl of the current holder}.
 -- Sent twice (a cluster client resends after a dropped connection), it
 -- answers the grant it already made instead of queueing the holder.
+-- Cost: free, 4 calls (EXISTS, TIME, SET … GET, SET); held, queueing, 7
+-- (EXISTS, GET, TIME, HSETNX, RPUSH, PTTL, PTTL; +2 PEXPIRE when it
+-- extends the queue: keep_queue).
 local token, lease, wait = ARGV[1], ARGV[2], tonumber(ARGV[3])
 -- EXISTS counts a key named twice twice: 0 free, 1 free with waiters,
 -- 2 or 3 held, in one call.
@@ -14,12 +17,12 @@ local fence = owned(token)
 if fence then
   return {1, fence}
 end
-if wait > 0 and redis.call('HEXISTS', KEYS[4], token) == 0 then
-  redis.call('RPUSH', KEYS[3], token)
-  redis.call('HSET', KEYS[4], token, string.format('%s|%s|%d', ARGV[4], lease, now_ms() + wait))
-  if redis.call('PTTL', KEYS[3]) < wait then
-    redis.call('PEXPIRE', KEYS[3], wait)
-    redis.call('PEXPIRE', KEYS[4], wait)
+-- Queued once: a resend finds its record.
+if wait > 0 then
+  local record = string.format('%s|%d|%s', lease, now_ms() + wait, ARGV[4])
+  if redis.call('HSETNX', KEYS[4], token, record) == 1 then
+    redis.call('RPUSH', KEYS[3], token .. '|' .. record)
+    keep_queue(wait)
   end
 end
 return {0, redis.call('PTTL', KEYS[1])}

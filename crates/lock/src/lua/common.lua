@@ -3,14 +3,17 @@
 -- always in this order:
 --   1 lock     "<token>:<fence>" with a PX lease while held
 --   2 fence    the last fence given, kept only while it matters (below)
---   3 queue    list of waiting tokens, oldest first
---   4 waiters  hash token -> "<channel>|<lease ms>|<deadline ms>"
+--   3 queue    list of waiters, oldest first, "<token>|<record>"
+--   4 waiters  hash token -> record "<lease ms>|<deadline ms>|<channel>":
+--              who still waits (a waiter that left is only taken out of
+--              here, and its queue entry skipped when it comes up)
 -- Times come from the server's clock (TIME) so client clocks never matter.
 -- A fence is the server's clock in µs, or the last fence + 1 if that is
 -- larger: above every earlier grant's. No key outlives the lock to keep it
 -- so, except a fence ahead of the clock, kept until the clock passes it
 -- (unless the server's clock is set back by more than the lock was idle).
--- The queue and the waiters expire with their last deadline.
+-- The queue and the waiters expire after their last deadline, by at most
+-- the last wait or a second, whichever is less (keep_queue).
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -32,13 +35,26 @@ local function now_us()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
+-- Keeps the queue and the waiters until `wait` ms from now at least. They
+-- are given up to a second more, so that the waiters queueing after this
+-- one (on a busy lock, each a little later) need not extend them too: one
+-- PTTL instead of PTTL and two PEXPIREs.
+local function keep_queue(wait)
+  if redis.call('PTTL', KEYS[3]) < wait then
+    local keep = wait + math.min(wait, 1000)
+    redis.call('PEXPIRE', KEYS[3], keep)
+    redis.call('PEXPIRE', KEYS[4], keep)
+  end
+end
+
+-- `us`: the server's clock in µs, read by the caller (or nil to read it).
 -- The clock's fence is written at once and the last one read in the same
 -- call (SET … GET): one call where the clock is ahead, as it nearly always
 -- is. Where it is not (two grants within a µs, or a floor raised ahead of
 -- the clock), the fence is the last + 1 and its key is kept until the
 -- clock passes it, as raise_fence keeps a floor.
-local function grant(token, lease)
-  local us = now_us()
+local function grant(token, lease, us)
+  us = us or now_us()
   local last = redis.call('SET', KEYS[2], string.format('%d', us), 'PX', lease, 'GET')
   local fence = us
   if last and tonumber(last) >= us then
@@ -51,22 +67,31 @@ local function grant(token, lease)
 end
 
 -- Gives the free lock to the oldest waiter whose deadline has not passed and
--- tells it on its channel. Waiters that gave up or timed out are dropped on
--- the way. Returns true when someone got the lock.
+-- tells it on its channel. Entries of waiters that left or timed out are
+-- dropped on the way: the HDEL that takes a waiter out answers whether it
+-- was still there. Returns true when someone got the lock.
+-- Cost of a hand-off: LPOP, HDEL, TIME, the grant's SETs, PUBLISH.
 local function handoff()
-  local now = nil
+  local us = nil
   while true do
-    local token = redis.call('LPOP', KEYS[3])
-    if not token then
+    local entry = redis.call('LPOP', KEYS[3])
+    if not entry then
       return false
     end
-    local entry = redis.call('HGET', KEYS[4], token)
-    if entry then
-      redis.call('HDEL', KEYS[4], token)
-      local channel, lease, deadline = string.match(entry, '^(.*)|(%d+)|(%d+)$')
-      now = now or now_ms()
-      if tonumber(deadline) > now then
-        local fence = grant(token, lease)
+    -- The numbers first: a pattern that backtracks over the channel costs
+    -- twice as much.
+    local token, lease, deadline, channel = string.match(entry, '^([^|]*)|(%d+)|(%d+)|(.*)$')
+    if not token then
+      -- A bare token, queued by an earlier release of this library (two
+      -- can share a server: library.rs), whose queue held only tokens: its
+      -- record, in the waiters, was "<channel>|<lease ms>|<deadline ms>".
+      token = entry
+      channel, lease, deadline = string.match(redis.call('HGET', KEYS[4], token) or '', '^(.*)|(%d+)|(%d+)$')
+    end
+    if redis.call('HDEL', KEYS[4], token) == 1 and deadline then
+      us = us or now_us()
+      if tonumber(deadline) * 1000 > us then
+        local fence = grant(token, lease, us)
         redis.call('PUBLISH', channel, string.format('%s:%d', token, fence))
         return true
       end

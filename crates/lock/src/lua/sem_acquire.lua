@@ -33,12 +33,11 @@ if granted then
   return {1, 0, tonumber(granted) - now}
 end
 -- Queued once: a resend finds its entry.
-if wait > 0 and redis.call('HSETNX', KEYS[3], token,
-    string.format('%s|%d|%d|%d', ARGV[5], lease, now + wait, n)) == 1 then
-  redis.call('RPUSH', KEYS[2], token)
-  if redis.call('PTTL', KEYS[2]) < wait then
-    redis.call('PEXPIRE', KEYS[2], wait)
-    redis.call('PEXPIRE', KEYS[3], wait)
+if wait > 0 then
+  local record = string.format('%d|%d|%d|%s', lease, now + wait, n, ARGV[5])
+  if redis.call('HSETNX', KEYS[3], token, record) == 1 then
+    redis.call('RPUSH', KEYS[2], token .. '|' .. record)
+    keep_queue(wait)
   end
 end
 if live then

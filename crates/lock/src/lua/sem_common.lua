@@ -3,18 +3,22 @@
 -- always in this order:
 --   1 holders  sorted set "<token>:<i>" -> lease end (ms, server clock):
 --              one member per permit held
---   2 queue    list of waiting tokens, oldest first
---   3 waiters  hash token -> "<channel>|<lease ms>|<deadline ms>|<permits>"
+--   2 queue    list of waiters, oldest first, "<token>|<record>"
+--   3 waiters  hash token -> record
+--              "<lease ms>|<deadline ms>|<permits>|<channel>": who still
+--              waits (a waiter that left is only taken out of here, and its
+--              queue entry dropped when it comes up)
 --   4 limit    the number of permits set live (set_permits), if any
 -- Each key lives only as long as what it holds: the holders until the last
--- lease ends, the queue and waiters until the last deadline, the limit
+-- lease ends, the queue and waiters until the last deadline (and up to the
+-- last wait or a second more, whichever is less: keep_queue), the limit
 -- while either lives (and at least as long as it was set for); an idle
 -- semaphore keeps nothing.
 -- Cost: O(log n) per permit granted or returned, n the permits held;
 -- O(w) for the w waiters a hand-off looks at. Each `redis.call` costs
 -- about a microsecond beyond its command, so the common paths make few:
 -- 6 for a grant with nobody waiting, 4 for a release with nobody waiting,
--- 12 for a release handing its permit on.
+-- 10 for a release handing its permit on.
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -49,6 +53,18 @@ local function grant(token, n, lease, now, held)
   end
 end
 
+-- Keeps the queue and the waiters until `wait` ms from now at least. They
+-- are given up to a second more, so that the waiters queueing after this
+-- one (on a busy semaphore, each a little later) need not extend them too:
+-- one PTTL instead of PTTL and two PEXPIREs.
+local function keep_queue(wait)
+  if redis.call('PTTL', KEYS[2]) < wait then
+    local keep = wait + math.min(wait, 1000)
+    redis.call('PEXPIRE', KEYS[2], keep)
+    redis.call('PEXPIRE', KEYS[3], keep)
+  end
+end
+
 -- Keeps a live limit at least as long as the holders and the queue.
 local function keep_limit()
   local keep = math.max(redis.call('PTTL', KEYS[1]), redis.call('PTTL', KEYS[2]))
@@ -59,50 +75,52 @@ end
 
 -- Grants permits to waiters in arrival order while the oldest fits, and
 -- tells each on its channel ("<token>:<permits>"); drops waiters whose
--- deadline passed. Strict order: a waiter that does not fit blocks the
--- ones behind it, so a large request is not starved by small ones.
+-- deadline passed and entries of waiters that left. Strict order: a waiter
+-- that does not fit is put back first and blocks the ones behind it, so a
+-- large request is not starved by small ones.
 -- `lim`: the number of permits, or nil to read it (see limit) with
 -- `default` only once someone waits. Answers whether nobody waits.
--- Costs one call with nobody waiting. With every permit held nobody fits,
--- so the queue is looked at no further: a busy semaphore (a waiter
--- queueing, a release handing its one permit on) pays for no look past
--- the grant; waiters past their deadline are then dropped by a later
--- hand-off, or leave with the queue's expiry.
+-- Costs one call with nobody waiting; a permit handed on costs LPOP,
+-- ZCARD, HDEL (which answers whether the waiter is still there), the
+-- grant and PUBLISH. With every permit held nobody fits: the oldest waiter
+-- is put back (LPUSH) after one look.
 local function handoff(now, lim, default)
-  local head = redis.call('LINDEX', KEYS[2], 0)
-  if not head then
+  local entry = redis.call('LPOP', KEYS[2])
+  if not entry then
     return true
   end
   lim = lim or limit(default)
   local held = redis.call('ZCARD', KEYS[1])
   while true do
-    if held >= lim then
-      return false
+    -- The numbers first: a pattern that backtracks over the channel costs
+    -- twice as much.
+    local token, lease, deadline, need, channel = string.match(entry, '^([^|]*)|(%d+)|(%d+)|(%d+)|(.*)$')
+    if not token then
+      -- A bare token, queued by an earlier release of this library (two
+      -- can share a server: library.rs), whose queue held only tokens: its
+      -- record, in the waiters, was "<channel>|<lease>|<deadline>|<permits>".
+      token = entry
+      channel, lease, deadline, need = string.match(redis.call('HGET', KEYS[3], token) or '', '^(.*)|(%d+)|(%d+)|(%d+)$')
     end
-    local entry = redis.call('HGET', KEYS[3], head)
-    if not entry then
-      redis.call('LPOP', KEYS[2])
-    else
-      local channel, lease, deadline, need = string.match(entry, '^(.*)|(%d+)|(%d+)|(%d+)$')
-      need = tonumber(need)
-      if tonumber(deadline) <= now then
-        redis.call('LPOP', KEYS[2])
-        redis.call('HDEL', KEYS[3], head)
-      elseif held + need <= lim then
-        redis.call('LPOP', KEYS[2])
-        redis.call('HDEL', KEYS[3], head)
-        grant(head, need, tonumber(lease), now, held)
-        held = held + need
-        redis.call('PUBLISH', channel, head .. ':' .. need)
-      else
+    -- No record (need nil): the waiter left.
+    need = tonumber(need)
+    if need and tonumber(deadline) <= now then
+      redis.call('HDEL', KEYS[3], token)
+    elseif need and held + need > lim then
+      if redis.call('HEXISTS', KEYS[3], token) == 1 then
+        redis.call('LPUSH', KEYS[2], entry)
+        return false
+      end
+    elseif need and redis.call('HDEL', KEYS[3], token) == 1 then
+      grant(token, need, tonumber(lease), now, held)
+      held = held + need
+      redis.call('PUBLISH', channel, token .. ':' .. need)
+      if held >= lim then
         return false
       end
     end
-    if held >= lim then
-      return false
-    end
-    head = redis.call('LINDEX', KEYS[2], 0)
-    if not head then
+    entry = redis.call('LPOP', KEYS[2])
+    if not entry then
       return true
     end
   end

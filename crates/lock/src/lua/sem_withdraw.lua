@@ -3,8 +3,11 @@
 -- (the caller no longer wants them). Returns 1 if they had been granted.
 local token, n = ARGV[1], tonumber(ARGV[2])
 local now = now_ms()
-redis.call('LREM', KEYS[2], 0, token)
-redis.call('HDEL', KEYS[3], token)
+local record = redis.call('HGET', KEYS[3], token)
+if record then
+  redis.call('LREM', KEYS[2], 1, token .. '|' .. record)
+  redis.call('HDEL', KEYS[3], token)
+end
 local granted = 0
 if redis.call('ZSCORE', KEYS[1], token .. ':1') then
   granted = 1

@@ -3,8 +3,11 @@
 -- caller takes the lock), with keep=0 releases it to the next waiter.
 -- Otherwise {0, 0}.
 local token = ARGV[1]
-redis.call('LREM', KEYS[3], 0, token)
-redis.call('HDEL', KEYS[4], token)
+local record = redis.call('HGET', KEYS[4], token)
+if record then
+  redis.call('LREM', KEYS[3], 1, token .. '|' .. record)
+  redis.call('HDEL', KEYS[4], token)
+end
 local fence = owned(token)
 if not fence then
   return {0, 0}
