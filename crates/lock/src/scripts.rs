@@ -12,6 +12,7 @@ pub(crate) static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
     // Each family's head (its keys, its helpers) is made once at load and
     // shared by the family's functions (see `Builder::group`).
     Library::builder("seckill_lock")
+        .prelude(include_str!("lua/queue.lua"))
         .group(include_str!("lua/common.lua"), |lock| {
             lock.function("acquire", &[include_str!("lua/acquire.lua")])
                 .function("release", &[include_str!("lua/release.lua")])
@@ -265,5 +266,47 @@ mod tests {
             .await
             .unwrap();
         assert!(held.is_some(), "the waiter was not granted its permit");
+    }
+
+    /// And the read-write lock's: a writer queued the earlier way
+    /// ("<channel>|<lease>|<deadline>|<r or w>" records, bare tokens) is
+    /// granted the lock once its reader leaves.
+    #[tokio::test]
+    async fn a_read_write_lock_hands_on_to_a_waiter_queued_the_earlier_way() {
+        let (_server, mut conn) = scratch().await;
+        let keys: Vec<String> = ["readers", "writer", "fence", "queue", "waiters"]
+            .iter()
+            .map(|k| format!("t:rw:{{compat}}:{k}"))
+            .collect();
+        let read: Vec<i64> = call(
+            &mut conn,
+            "rw_acquire",
+            &keys,
+            &["a", "r", "5000", "0", "ch"],
+        )
+        .await
+        .unwrap();
+        assert_eq!(read[0], 1);
+        let deadline = server_ms(&mut conn).await + 60_000;
+        let _: () = redis::pipe()
+            .rpush(&keys[3], "b")
+            .hset(&keys[4], "b", format!("ch|5000|{deadline}|w"))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let id = format!("a:{}", read[1]);
+        let released: i64 = call(&mut conn, "rw_release", &keys, &[&id, "r"])
+            .await
+            .unwrap();
+        assert_eq!(released, 1);
+        let writer: Option<String> = redis::cmd("GET")
+            .arg(&keys[1])
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert!(
+            writer.is_some_and(|w| w.starts_with("b:")),
+            "the writer was not granted"
+        );
     }
 }

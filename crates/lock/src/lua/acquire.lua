@@ -22,7 +22,7 @@ if wait > 0 then
   local record = string.format('%s|%d|%s', lease, now_ms() + wait, ARGV[4])
   if redis.call('HSETNX', KEYS[4], token, record) == 1 then
     redis.call('RPUSH', KEYS[3], token .. '|' .. record)
-    keep_queue(wait)
+    keep_queue(KEYS[3], KEYS[4], wait)
   end
 end
 return {0, redis.call('PTTL', KEYS[1])}

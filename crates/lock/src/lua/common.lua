@@ -35,18 +35,6 @@ local function now_us()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
--- Keeps the queue and the waiters until `wait` ms from now at least. They
--- are given up to a second more, so that the waiters queueing after this
--- one (on a busy lock, each a little later) need not extend them too: one
--- PTTL instead of PTTL and two PEXPIREs.
-local function keep_queue(wait)
-  if redis.call('PTTL', KEYS[3]) < wait then
-    local keep = wait + math.min(wait, 1000)
-    redis.call('PEXPIRE', KEYS[3], keep)
-    redis.call('PEXPIRE', KEYS[4], keep)
-  end
-end
-
 -- `us`: the server's clock in µs, read by the caller (or nil to read it).
 -- The clock's fence is written at once and the last one read in the same
 -- call (SET … GET): one call where the clock is ahead, as it nearly always

@@ -17,12 +17,12 @@ if free and (kind == 'r' or redis.call('ZCARD', KEYS[1]) == 0) then
   tidy(ms)
   return {1, fence, lease}
 end
-if wait > 0 and redis.call('HEXISTS', KEYS[5], token) == 0 then
-  redis.call('RPUSH', KEYS[4], token)
-  redis.call('HSET', KEYS[5], token, string.format('%s|%d|%d|%s', ARGV[5], lease, ms + wait, kind))
-  if redis.call('PTTL', KEYS[4]) < wait then
-    redis.call('PEXPIRE', KEYS[4], wait)
-    redis.call('PEXPIRE', KEYS[5], wait)
+-- Queued once: a resend finds its record.
+if wait > 0 then
+  local record = string.format('%d|%d|%s|%s', lease, ms + wait, kind, ARGV[5])
+  if redis.call('HSETNX', KEYS[5], token, record) == 1 then
+    redis.call('RPUSH', KEYS[4], token .. '|' .. record)
+    keep_queue(KEYS[4], KEYS[5], wait)
   end
 end
 tidy(ms)

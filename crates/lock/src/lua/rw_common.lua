@@ -4,8 +4,11 @@
 --   1 readers  sorted set "<token>:<fence>" -> lease end (ms, server clock)
 --   2 writer   "<token>:<fence>" with a PX lease while a writer holds it
 --   3 fence    the last fence given; it lives only while the lock is in use
---   4 queue    list of waiting tokens, oldest first
---   5 waiters  hash token -> "<channel>|<lease ms>|<deadline ms>|<r or w>"
+--   4 queue    list of waiters, oldest first, "<token>|<record>"
+--   5 waiters  hash token -> record
+--              "<lease ms>|<deadline ms>|<r or w>|<channel>": who still
+--              waits (the queue and the records outlive the last deadline
+--              by a bounded margin: keep_queue, queue.lua)
 -- Fences come from the server's clock in µs, or the last fence + 1 if
 -- that is larger: every grant's fence is above every earlier one's, and
 -- no key has to outlive the lock to keep it so (unless the server's clock
@@ -81,28 +84,36 @@ end
 
 -- Serves the queue in order: a writer when nobody holds the lock, then
 -- stop; readers, as many in a row as wait, while no writer holds it.
+-- Each served waiter costs LINDEX, LPOP, HDEL (which answers whether it
+-- still waits), the grant and PUBLISH.
 local function handoff(ms, us)
   while true do
     local head = redis.call('LINDEX', KEYS[4], 0)
     if not head then
       return
     end
-    local entry = redis.call('HGET', KEYS[5], head)
-    if not entry then
+    -- The numbers first: a pattern that backtracks over the channel costs
+    -- twice as much.
+    local token, lease, deadline, kind, channel = string.match(head, '^([^|]*)|(%d+)|(%d+)|([rw])|(.*)$')
+    if not token then
+      -- A bare token, queued by an earlier release of this library (two
+      -- can share a server: library.rs), whose queue held only tokens: its
+      -- record, in the waiters, was "<channel>|<lease>|<deadline>|<r or w>".
+      token = head
+      channel, lease, deadline, kind = string.match(redis.call('HGET', KEYS[5], token) or '', '^(.*)|(%d+)|(%d+)|([rw])$')
+    end
+    -- No record (kind nil): the waiter left.
+    if not kind or tonumber(deadline) <= ms then
       redis.call('LPOP', KEYS[4])
+      redis.call('HDEL', KEYS[5], token)
+    elseif redis.call('EXISTS', KEYS[2]) == 1
+      or (kind == 'w' and redis.call('ZCARD', KEYS[1]) > 0) then
+      return
     else
-      local channel, lease, deadline, kind = string.match(entry, '^(.*)|(%d+)|(%d+)|([rw])$')
-      if tonumber(deadline) <= ms then
-        redis.call('LPOP', KEYS[4])
-        redis.call('HDEL', KEYS[5], head)
-      elseif redis.call('EXISTS', KEYS[2]) == 1
-        or (kind == 'w' and redis.call('ZCARD', KEYS[1]) > 0) then
-        return
-      else
-        redis.call('LPOP', KEYS[4])
-        redis.call('HDEL', KEYS[5], head)
-        local fence = grant(head, kind, tonumber(lease), ms, us)
-        redis.call('PUBLISH', channel, string.format('%s:%d', head, fence))
+      redis.call('LPOP', KEYS[4])
+      if redis.call('HDEL', KEYS[5], token) == 1 then
+        local fence = grant(token, kind, tonumber(lease), ms, us)
+        redis.call('PUBLISH', channel, string.format('%s:%d', token, fence))
         if kind == 'w' then
           return
         end

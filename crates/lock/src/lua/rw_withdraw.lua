@@ -2,8 +2,11 @@
 -- the lock if it was granted meanwhile. Returns 1 if it had been granted.
 local token, kind = ARGV[1], ARGV[2]
 local ms, us = now()
-redis.call('LREM', KEYS[4], 0, token)
-redis.call('HDEL', KEYS[5], token)
+local record = redis.call('HGET', KEYS[5], token)
+if record then
+  redis.call('LREM', KEYS[4], 1, token .. '|' .. record)
+  redis.call('HDEL', KEYS[5], token)
+end
 local fence = held(token, kind, ms)
 if fence then
   local id = string.format('%s:%d', token, fence)

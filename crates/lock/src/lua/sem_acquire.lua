@@ -37,7 +37,7 @@ if wait > 0 then
   local record = string.format('%d|%d|%d|%s', lease, now + wait, n, ARGV[5])
   if redis.call('HSETNX', KEYS[3], token, record) == 1 then
     redis.call('RPUSH', KEYS[2], token .. '|' .. record)
-    keep_queue(wait)
+    keep_queue(KEYS[2], KEYS[3], wait)
   end
 end
 if live then

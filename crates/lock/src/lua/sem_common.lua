@@ -53,18 +53,6 @@ local function grant(token, n, lease, now, held)
   end
 end
 
--- Keeps the queue and the waiters until `wait` ms from now at least. They
--- are given up to a second more, so that the waiters queueing after this
--- one (on a busy semaphore, each a little later) need not extend them too:
--- one PTTL instead of PTTL and two PEXPIREs.
-local function keep_queue(wait)
-  if redis.call('PTTL', KEYS[2]) < wait then
-    local keep = wait + math.min(wait, 1000)
-    redis.call('PEXPIRE', KEYS[2], keep)
-    redis.call('PEXPIRE', KEYS[3], keep)
-  end
-end
-
 -- Keeps a live limit at least as long as the holders and the queue.
 local function keep_limit()
   local keep = math.max(redis.call('PTTL', KEYS[1]), redis.call('PTTL', KEYS[2]))
