@@ -153,6 +153,18 @@ mod tests {
         s * 1000 + us / 1000
     }
 
+    /// Queues `token` as the earlier library did: a bare token in `queue`,
+    /// its record "<channel>|<lease>|<deadline><rest>" in `records`.
+    async fn queue_the_earlier_way(conn: &mut Conn, queue: &str, records: &str, rest: &str) {
+        let deadline = server_ms(conn).await + 60_000;
+        let _: () = redis::pipe()
+            .rpush(queue, "b")
+            .hset(records, "b", format!("ch|5000|{deadline}{rest}"))
+            .query_async(conn)
+            .await
+            .unwrap();
+    }
+
     /// A waiter queued by an earlier release of the library, whose queue
     /// held bare tokens and whose records were "<channel>|<lease>|<deadline>",
     /// is still handed the lock; an entry whose waiter left is skipped.
@@ -171,14 +183,13 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(queued.0, 0);
-        let deadline = server_ms(&mut conn).await + 60_000;
-        let _: () = redis::pipe()
-            .hdel(&waiters, "c")
-            .rpush(&queue, "b")
-            .hset(&waiters, "b", format!("ch|5000|{deadline}"))
+        let _: () = redis::cmd("HDEL")
+            .arg(&waiters)
+            .arg("c")
             .query_async(&mut conn)
             .await
             .unwrap();
+        queue_the_earlier_way(&mut conn, &queue, &waiters, "").await;
         let released: i64 = run(&mut conn, "release", &keys, &["a"]).await.unwrap();
         assert_eq!(released, 1);
         let holder: String = redis::cmd("GET")
@@ -248,13 +259,7 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(taken[0], 1);
-        let deadline = server_ms(&mut conn).await + 60_000;
-        let _: () = redis::pipe()
-            .rpush(&keys[1], "b")
-            .hset(&keys[2], "b", format!("ch|5000|{deadline}|1"))
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+        queue_the_earlier_way(&mut conn, &keys[1], &keys[2], "|1").await;
         let returned: i64 = call(&mut conn, "sem_release", &keys, &["a:1", "1"])
             .await
             .unwrap();
@@ -287,13 +292,7 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(read[0], 1);
-        let deadline = server_ms(&mut conn).await + 60_000;
-        let _: () = redis::pipe()
-            .rpush(&keys[3], "b")
-            .hset(&keys[4], "b", format!("ch|5000|{deadline}|w"))
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+        queue_the_earlier_way(&mut conn, &keys[3], &keys[4], "|w").await;
         let id = format!("a:{}", read[1]);
         let released: i64 = call(&mut conn, "rw_release", &keys, &[&id, "r"])
             .await
