@@ -78,6 +78,18 @@ pub(crate) async fn call<T: redis::FromRedisValue>(
 mod tests {
     use super::*;
 
+    /// A semaphore's keys, in the order its scripts take them.
+    const SEMAPHORE: [&str; 4] = ["holders", "queue", "waiters", "limit"];
+
+    /// The keys `parts` of a `family` ("sem", "rw") primitive `name`, under
+    /// the prefix "t", as semaphore.rs and rwlock.rs name them.
+    fn family_keys(family: &str, name: &str, parts: &[&str]) -> Vec<String> {
+        parts
+            .iter()
+            .map(|k| format!("t:{family}:{{{name}}}:{k}"))
+            .collect()
+    }
+
     /// A private redis-server, and a connection to it.
     async fn scratch() -> (seckill_testkit::RedisServer, Conn) {
         let server = seckill_testkit::RedisServer::start().unwrap();
@@ -119,10 +131,7 @@ mod tests {
     #[tokio::test]
     async fn a_semaphore_acquire_sent_twice_takes_its_permits_once() {
         let (_server, mut conn) = scratch().await;
-        let keys: Vec<String> = ["holders", "queue", "waiters", "limit"]
-            .iter()
-            .map(|k| format!("t:sem:{{twice}}:{k}"))
-            .collect();
+        let keys = family_keys("sem", "twice", &SEMAPHORE);
         let count = |mut conn: Conn, key: String, cmd: &'static str| async move {
             redis::cmd(cmd)
                 .arg(key)
@@ -246,10 +255,7 @@ mod tests {
     #[tokio::test]
     async fn a_semaphore_hands_on_to_a_waiter_queued_the_earlier_way() {
         let (_server, mut conn) = scratch().await;
-        let keys: Vec<String> = ["holders", "queue", "waiters", "limit"]
-            .iter()
-            .map(|k| format!("t:sem:{{compat}}:{k}"))
-            .collect();
+        let keys = family_keys("sem", "compat", &SEMAPHORE);
         let taken: Vec<i64> = call(
             &mut conn,
             "sem_acquire",
@@ -279,10 +285,11 @@ mod tests {
     #[tokio::test]
     async fn a_read_write_lock_hands_on_to_a_waiter_queued_the_earlier_way() {
         let (_server, mut conn) = scratch().await;
-        let keys: Vec<String> = ["readers", "writer", "fence", "queue", "waiters"]
-            .iter()
-            .map(|k| format!("t:rw:{{compat}}:{k}"))
-            .collect();
+        let keys = family_keys(
+            "rw",
+            "compat",
+            &["readers", "writer", "fence", "queue", "waiters"],
+        );
         let read: Vec<i64> = call(
             &mut conn,
             "rw_acquire",
