@@ -5,8 +5,8 @@
 --   2 fence    the last fence given, kept only while it matters (below)
 --   3 queue    list of waiters, oldest first, "<token>|<record>"
 --   4 waiters  hash token -> record "<lease ms>|<deadline ms>|<channel>":
---              who still waits (a waiter that left is only taken out of
---              here, and its queue entry skipped when it comes up)
+--              who waits (a hand-off's HDEL answers whether the waiter it
+--              popped still does)
 -- Times come from the server's clock (TIME) so client clocks never matter.
 -- A fence is the server's clock in µs, or the last fence + 1 if that is
 -- larger: above every earlier grant's. No key outlives the lock to keep it

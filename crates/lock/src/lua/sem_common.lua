@@ -5,9 +5,9 @@
 --              one member per permit held
 --   2 queue    list of waiters, oldest first, "<token>|<record>"
 --   3 waiters  hash token -> record
---              "<lease ms>|<deadline ms>|<permits>|<channel>": who still
---              waits (a waiter that left is only taken out of here, and its
---              queue entry dropped when it comes up)
+--              "<lease ms>|<deadline ms>|<permits>|<channel>": who waits
+--              (a hand-off's HDEL answers whether the waiter it popped
+--              still does)
 --   4 limit    the number of permits set live (set_permits), if any
 -- Each key lives only as long as what it holds: the holders until the last
 -- lease ends, the queue and waiters until the last deadline (and up to the
