@@ -7,18 +7,13 @@
 --   4 waiters  hash token -> record "<lease ms>|<deadline ms>|<channel>":
 --              who waits (a hand-off's HDEL answers whether the waiter it
 --              popped still does)
--- Times come from the server's clock (TIME) so client clocks never matter.
+-- Times come from the server's clock (clock.lua).
 -- A fence is the server's clock in µs, or the last fence + 1 if that is
 -- larger: above every earlier grant's. No key outlives the lock to keep it
 -- so, except a fence ahead of the clock, kept until the clock passes it
 -- (unless the server's clock is set back by more than the lock was idle).
 -- The queue and the waiters expire after their last deadline, by at most
 -- the last wait or a second, whichever is less (keep_queue).
-
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
 
 -- The fence of the grant held by `token`, or nil.
 local function owned(token)
@@ -28,11 +23,6 @@ local function owned(token)
     return tonumber(string.sub(v, n + 2))
   end
   return nil
-end
-
-local function now_us()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
 -- `us`: the server's clock in µs, read by the caller (or nil to read it).

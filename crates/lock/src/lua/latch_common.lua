@@ -8,11 +8,6 @@
 -- deadline: a latch nobody finishes keeps nothing for good.
 -- Cost: O(1), and O(w) for the w waiters told when it opens.
 
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-
 -- Tells every waiter the latch opened ("<token>:0") and forgets them.
 local function open()
   local waiters = redis.call('HGETALL', KEYS[2])

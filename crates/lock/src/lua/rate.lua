@@ -12,8 +12,7 @@
 -- Cost: TIME, then per limiter one GET, and one SET per admission: a batch
 -- of decisions on one hot limiter, where most are refused, costs a few
 -- calls in all.
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = now_us()
 -- tats[k]: key k's TAT as far as this batch went, kept only for a later
 -- decision to find; `out` sized for the usual batch of one.
 local tats, out, n, last = {}, {0, 0, 0, 0, 0}, 0, #ARGV - 3

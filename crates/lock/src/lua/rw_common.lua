@@ -17,12 +17,6 @@
 -- and nobody waits, so a waiting writer stops new readers.
 -- Cost: O(log r) for r readers; O(w) for the w waiters a hand-off serves.
 
-local function now()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000),
-    tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
-
 -- One call where the clock is ahead of the last fence (SET … GET), as it
 -- nearly always is; tidy sets the key's expiry after.
 local function next_fence(us)

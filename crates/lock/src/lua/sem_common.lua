@@ -20,11 +20,6 @@
 -- 6 for a grant with nobody waiting, 4 for a release with nobody waiting,
 -- 10 for a release handing its permit on.
 
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-
 -- The number of permits: the live one if set, else the caller's; and
 -- whether a live one is set.
 local function limit(default)
