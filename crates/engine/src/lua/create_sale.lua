@@ -13,8 +13,7 @@ local gen
 if ARGV[6] ~= '' then
   gen = tonumber(ARGV[6])
 else
-  local t = redis.call('TIME')
-  gen = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  gen = now_ms()
 end
 redis.call('HSET', KEYS[1], 'id', ARGV[1], 'name', ARGV[2], 'stock', ARGV[3],
   'inventory', ARGV[4], 'payment_timeout', ARGV[5], 'gen', string.format('%d', gen),

@@ -13,8 +13,7 @@ local m = redis.call('HMGET', KEYS[1], 'gen', 'start', 'end')
 if m[1] ~= ARGV[1] then
   return 'no_sale'
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 local stop = tonumber(m[3] or '0')
 if stop == 0 or stop > now then
   stop = now

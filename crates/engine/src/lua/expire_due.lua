@@ -14,8 +14,7 @@
 -- cluster), but one ZREM for all the sales left with nothing to come due.
 local function expire_due_sales()
   local due_index, most, cluster = KEYS[1], tonumber(ARGV[3]), ARGV[4] == '1'
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local now = now_ms()
   local due = redis.call('ZRANGEBYSCORE', due_index, '-inf', string.format('%d', now),
     'LIMIT', 0, tonumber(ARGV[2]))
   local out, left, unfile = { 0, #due == tonumber(ARGV[2]) and 1 or 0 }, {}, {}

@@ -7,11 +7,6 @@
 -- entry {<state> <gen>, then "<ref> <user>|<qty>" per order} to the stream so
 -- SQL follows.
 
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-
 -- The buyer and quantity of order `ref` from its purchase entry, or nil.
 local function purchase_of(gen, ref)
   local entry, i = string.match(ref, '^(%d+%-%d+)%-(%d+)$')

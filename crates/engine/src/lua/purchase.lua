@@ -38,8 +38,7 @@ if req_field and m[4] then
   return m[4]
 end
 if ARGV[6] or m[3] ~= '0' then
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local now = now_ms()
   if m[3] ~= '0' and now >= tonumber(m[3]) then
     return 'ended'
   end

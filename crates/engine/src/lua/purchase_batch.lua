@@ -37,8 +37,7 @@ local stop = tonumber(m[3] or '0')
 if m[1] ~= gen then
   refusal = 'no_sale'
 elseif start > 0 or stop > 0 then
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local now = now_ms()
   if stop > 0 and now >= stop then
     refusal = 'ended'
   elseif now < start then

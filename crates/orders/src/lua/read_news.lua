@@ -31,7 +31,7 @@
 -- cluster).
 local group, consumer, count = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local t = redis.call('TIME')
-local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ms = t[1] * 1000 + math.floor(t[2] / 1000)
 local now = string.format('%d', ms)
 redis.call('HSET', KEYS[2], consumer, now)
 local due = KEYS[1] .. ':due'
