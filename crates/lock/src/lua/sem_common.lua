@@ -87,14 +87,14 @@ local function handoff(now, lim, default)
     end
     -- No record (need nil): the waiter left.
     need = tonumber(need)
-    if need and tonumber(deadline) <= now then
+    if not need or tonumber(deadline) <= now then
       redis.call('HDEL', KEYS[3], token)
-    elseif need and held + need > lim then
+    elseif held + need > lim then
       if redis.call('HEXISTS', KEYS[3], token) == 1 then
         redis.call('LPUSH', KEYS[2], entry)
         return false
       end
-    elseif need and redis.call('HDEL', KEYS[3], token) == 1 then
+    elseif redis.call('HDEL', KEYS[3], token) == 1 then
       grant(token, need, tonumber(lease), now, held)
       held = held + need
       redis.call('PUBLISH', channel, token .. ':' .. need)
