@@ -130,6 +130,7 @@ impl Options {
                 dir: tempfile::Builder::new()
                     .prefix("seckill-redis-")
                     .tempdir()?,
+                held: Vec::new(),
             };
             match server.spawn() {
                 Ok(()) => return Ok(server),
@@ -189,6 +190,8 @@ pub struct RedisServer {
     tls_port: Option<u16>,
     options: Options,
     dir: tempfile::TempDir,
+    /// The server's ports, held while it is down; see [`hold`].
+    held: Vec<socket2::Socket>,
 }
 
 impl RedisServer {
@@ -268,7 +271,19 @@ impl RedisServer {
     }
 
     /// Kills the server with SIGKILL, as a crash would, and waits for it.
+    /// Its ports stay held until it starts again (see [`hold`]), so a
+    /// restart finds them free and connecting meanwhile is refused.
     pub fn kill(&mut self) {
+        self.stop();
+        let bus = self.options.cluster.then(|| self.port + 10_000);
+        self.held = [Some(self.port), self.tls_port, bus]
+            .into_iter()
+            .flatten()
+            .filter_map(hold)
+            .collect();
+    }
+
+    fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
@@ -369,7 +384,9 @@ impl RedisServer {
             }
         })?;
         self.child = Some(child);
-        self.wait_for_ping()
+        self.wait_for_ping()?;
+        self.held.clear();
+        Ok(())
     }
 
     fn wait_for_ping(&mut self) -> io::Result<()> {
@@ -377,10 +394,15 @@ impl RedisServer {
         loop {
             if !self.is_running() {
                 self.child = None;
+                // The log goes with the directory when the test ends, so
+                // its last lines travel in the error.
+                let log =
+                    std::fs::read_to_string(self.dir.path().join("redis.log")).unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(5).collect();
                 return Err(io::Error::other(format!(
-                    "redis-server exited at start-up on port {}; see {}",
+                    "redis-server exited at start-up on port {}; its log ends: {}",
                     self.port,
-                    self.dir.path().join("redis.log").display()
+                    tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
                 )));
             }
             if ping(self.port).is_ok() {
@@ -400,8 +422,22 @@ impl RedisServer {
 
 impl Drop for RedisServer {
     fn drop(&mut self) {
-        self.kill();
+        self.stop();
     }
+}
+
+/// Binds `port` on 127.0.0.1 without listening, so no other process is
+/// handed it (an ephemeral `bind` skips a bound port) while connecting to it
+/// is refused as to a closed port. Without this a test that kills a server
+/// and restarts it seconds later could find its port taken by a server of a
+/// test running beside it. `SO_REUSEADDR` on both sides lets `redis-server`
+/// bind it while this is held, since this one does not listen.
+fn hold(port: u16) -> Option<socket2::Socket> {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).ok()?;
+    socket.set_reuse_address(true).ok()?;
+    let addr = std::net::SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    socket.bind(&addr.into()).ok()?;
+    Some(socket)
 }
 
 /// Has the process `cmd` starts killed when the thread that starts it

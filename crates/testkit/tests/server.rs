@@ -76,3 +76,33 @@ fn a_server_outlives_the_thread_that_started_it() {
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(command(&server, "PING").unwrap(), "+PONG\r\n");
 }
+
+/// A killed server's port is held until it restarts: a bind that a port
+/// in use refuses (one without `SO_REUSEADDR`) fails, connecting is
+/// refused as to a closed port, and the restart gets the port back.
+#[test]
+fn a_killed_server_keeps_its_port_until_it_restarts() {
+    let mut server = RedisServer::start().unwrap();
+    let port = server.port();
+    server.kill();
+    let other = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let taken = other.bind(&addr.into()).unwrap_err();
+    assert_eq!(taken.kind(), std::io::ErrorKind::AddrInUse);
+    drop(other);
+    let refused = TcpStream::connect(addr).unwrap_err();
+    assert_eq!(refused.kind(), std::io::ErrorKind::ConnectionRefused);
+    server.restart().unwrap();
+    assert_eq!(command(&server, "PING").unwrap(), "+PONG\r\n");
+}
+
+/// A server that cannot start says why in the error, from its log, which
+/// is gone with its directory by the time anyone reads a CI report.
+#[test]
+fn a_restart_onto_a_taken_port_says_why() {
+    let mut server = RedisServer::start().unwrap();
+    server.kill();
+    let _squatter = std::net::TcpListener::bind(("127.0.0.1", server.port())).unwrap();
+    let error = server.restart().unwrap_err().to_string();
+    assert!(error.contains("Address already in use"), "{error}");
+}
