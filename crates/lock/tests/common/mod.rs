@@ -33,13 +33,13 @@ pub fn target(spec: &str) -> Target {
 /// Where a test's locks live: one server, or a cluster of three masters,
 /// so each failure test runs on both (see [`on_both`]).
 pub enum Rig {
-    Server(RedisServer),
+    Server(Box<RedisServer>),
     Cluster(RedisCluster),
 }
 
 impl Rig {
     pub fn server() -> Self {
-        Self::Server(RedisServer::start().unwrap())
+        Self::Server(Box::new(RedisServer::start().unwrap()))
     }
 
     pub fn cluster() -> Self {
