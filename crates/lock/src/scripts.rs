@@ -12,7 +12,6 @@ pub(crate) static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
     // Each family's head (its keys, its helpers) is made once at load and
     // shared by the family's functions (see `Builder::group`).
     Library::builder("seckill_lock")
-        .prelude(include_str!("lua/clock.lua"))
         .prelude(include_str!("lua/queue.lua"))
         .group(include_str!("lua/common.lua"), |lock| {
             lock.function("acquire", &[include_str!("lua/acquire.lua")])

@@ -22,7 +22,9 @@ const HEADER: &str = include_str!("lua/header.lua");
 /// or more source files (a shared head first, then the function's own
 /// code), so a body reads `KEYS` and `ARGV` as an `EVAL` script does. The
 /// prelude is library-level code that runs once at load: constant tables
-/// the functions share.
+/// the functions share. Every library starts with the same head
+/// (`lua/header.lua`): `register`, and the server's clock as `now_ms()`,
+/// `now_us()` and `now()` (both from one `TIME`).
 ///
 /// The library is named `<stem>_<version>` and each function
 /// `<name>_<version>`, the version being a hash of the code, so two

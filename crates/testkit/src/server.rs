@@ -398,11 +398,11 @@ impl RedisServer {
                 // its last lines travel in the error.
                 let log =
                     std::fs::read_to_string(self.dir.path().join("redis.log")).unwrap_or_default();
-                let tail: Vec<&str> = log.lines().rev().take(5).collect();
+                let lines: Vec<&str> = log.lines().collect();
                 return Err(io::Error::other(format!(
                     "redis-server exited at start-up on port {}; its log ends: {}",
                     self.port,
-                    tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+                    lines[lines.len().saturating_sub(5)..].join(" | ")
                 )));
             }
             if ping(self.port).is_ok() {

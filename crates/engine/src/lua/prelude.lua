@@ -16,14 +16,6 @@ for i = 0, 255 do
   ORDER_SUFFIX[i] = '-' .. i .. '|'
 end
 
--- The server's clock in ms (TIME). Lua's arithmetic turns TIME's two
--- strings into numbers itself, about 2,000 instructions less than
--- tonumber() does (callgrind).
-local function now_ms()
-  local t = redis.call('TIME')
-  return t[1] * 1000 + math.floor(t[2] / 1000)
-end
-
 -- What a sharded sale's transfer step answers before it acts (shard_*.lua;
 -- m_gen, m_fence as read from the hash, gen and fence as sent): 'no_sale'
 -- for a hash not of this generation, 'fenced' once a refiller with a later

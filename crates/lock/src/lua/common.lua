@@ -7,7 +7,8 @@
 --   4 waiters  hash token -> record "<lease ms>|<deadline ms>|<channel>":
 --              who waits (a hand-off's HDEL answers whether the waiter it
 --              popped still does)
--- Times come from the server's clock (clock.lua).
+-- Times come from the server's clock (now_ms, now_us: the library header,
+-- crates/redis/src/lua/header.lua).
 -- A fence is the server's clock in µs, or the last fence + 1 if that is
 -- larger: above every earlier grant's. No key outlives the lock to keep it
 -- so, except a fence ahead of the clock, kept until the clock passes it

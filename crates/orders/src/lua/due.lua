@@ -3,8 +3,7 @@
 -- ARGV: most sales to answer.
 -- Returns their ids. Cost: TIME and one ZRANGEBYSCORE, whatever the number
 -- of sales.
-local t = redis.call('TIME')
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local now = now_ms()
 local keys = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', string.format('%d', now), 'LIMIT', 0,
   tonumber(ARGV[1]))
 for i, sale in ipairs(keys) do

@@ -30,9 +30,7 @@
 -- purchase, +HDEL and HSET to arm or SADD when busy, +EXISTS on a
 -- cluster).
 local group, consumer, count = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local t = redis.call('TIME')
-local ms = t[1] * 1000 + math.floor(t[2] / 1000)
-local now = string.format('%d', ms)
+local now = string.format('%d', now_ms())
 redis.call('HSET', KEYS[2], consumer, now)
 local due = KEYS[1] .. ':due'
 local out = { 0, '', 0 }
