@@ -679,7 +679,7 @@ if idle:
       "once every instance has read each sale once (its start-up work), Redis's and serve's "
       "CPU from `/proc` (% of one core, summed over masters and over instances) and Redis's "
       "commands per second over 10 s. The background work wakes on events (see the orders "
-      "crate's docs: one call per master per poll, the poll backing off to 160 ms while "
+      "crate's docs: two calls per master per poll, the poll backing off to 160 ms while "
       "nothing happens; the sweeper asks each master's due index every 500 ms), so the cost "
       "does not grow with the number of sales. \"Redis alone\" is Redis before any serve "
       "runs: a cluster's nodes talk to each other on their bus with no client at all.\n")

@@ -275,7 +275,7 @@ if idle or spread:
         p(table(["10,000 idle sales", "Redis CPU % of a core (all masters)",
                  "serve CPU % of a core (all instances)", "Redis commands/s"], rows))
         p("\nIdle cost follows masters and instances, not sales: each `serve` reads each "
-          "master's ledger and news set (one call) a dozen times a second and its due index "
+          "master's ledger and news set (two calls) a dozen times a second and its due index "
           "twice, whatever the "
           "number of sales, so a fleet of K instances on M masters idles at about K × M "
           "such calls, and a sale costs only memory until something happens in it.\n")

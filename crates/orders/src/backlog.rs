@@ -13,7 +13,7 @@ use seckill_redis::Conn;
 
 use crate::config::{GROUP, LIBRARY};
 use crate::error::{Error, Result};
-use crate::news::told_entry;
+use crate::news::{MasterKeys, Told, told_entry};
 use crate::store::Store;
 
 /// The keys of a sale the persister works with.
@@ -297,22 +297,30 @@ pub(crate) async fn group_info(
     Ok(None)
 }
 
-/// Ledger entries committed: the ledger's key and their ids.
-pub(crate) type LedgerIds<'a> = Option<(&'a str, &'a [String])>;
+/// Ledger entries committed, to acknowledge: the keys of the master whose
+/// ledger they were read from, and what they told.
+pub(crate) struct Acks<'a> {
+    pub keys: &'a MasterKeys,
+    pub told: &'a Told,
+    /// Whether to file the sales told in the master's due index and news
+    /// set; not for a ledger no master reads any more (`takeover.rs`),
+    /// whose due index and news set no one would read either.
+    pub file: bool,
+}
 
 /// Commits `events` to SQL in one transaction, then deletes the records
 /// of the batches they were read as (each a sale and the id of its first
-/// entry, the sales on one master) and acknowledges the `ledger` entries
-/// they were read from: only once committed, so a crash in between means
-/// a harmless second write. One `HDEL` per sale, sent together: a cluster
-/// pipeline must stay in one slot, and the sales of one master are in
-/// many.
+/// entry, the sales on one master) and acknowledges the ledger entries
+/// they were read from (`acks`): only once committed, so a crash in
+/// between means a harmless second write. One `HDEL` per sale, sent
+/// together: a cluster pipeline must stay in one slot, and the sales of
+/// one master are in many.
 pub(crate) async fn commit(
     store: &Store,
     conn: &Conn,
     events: &[Event],
     batches: &[(String, String)],
-    ledger: LedgerIds<'_>,
+    acks: Option<Acks<'_>>,
 ) -> Result<()> {
     store.apply(events).await?;
     let mut by_sale: HashMap<&str, Vec<&str>> = HashMap::new();
@@ -328,10 +336,20 @@ pub(crate) async fn commit(
         }
     });
     futures_util::future::try_join_all(deletes).await?;
-    if let Some((key, ids)) = ledger.filter(|(_, ids)| !ids.is_empty()) {
-        let mut call = LIBRARY.call("ledger_done", &[key]);
-        call.arg(GROUP);
-        for id in ids {
+    if let Some(Acks { keys, told, file }) = acks.filter(|a| !a.told.ids.is_empty()) {
+        let mut call = LIBRARY.call("ledger_done", &[&keys.ledger, &keys.due, &keys.news]);
+        let (dues, busy): (Vec<_>, Vec<_>) = match file {
+            true => (told.dues().collect(), told.busy().collect()),
+            false => Default::default(),
+        };
+        call.arg(GROUP).arg(dues.len()).arg(busy.len());
+        for (sale, at) in dues {
+            call.arg(at).arg(Engine::sale_key(sale)?);
+        }
+        for sale in busy {
+            call.arg(Engine::sale_key(sale)?);
+        }
+        for id in &told.ids {
             call.arg(id);
         }
         let _: i64 = call.invoke(&mut conn.clone()).await?;

@@ -39,7 +39,7 @@
 //! - the persister reads, every 20 ms while orders come and backing off to
 //!   160 ms when none do, each master's ledger, where the engine's scripts
 //!   write the events of every sale a persister armed, and the sales in
-//!   its news set (one call per master); it follows the registry's log
+//!   its news set (two calls per master); it follows the registry's log
 //!   (new and removed sales, each read once, which arms it) twice a
 //!   second, takes over ledger entries left unacknowledged at each
 //!   housekeeping, looks for abandoned batches of a sale's own stream

@@ -20,7 +20,9 @@
 //!   gone quiet for longer than its batches may stay uncommitted has died,
 //!   and its batches are taken over.
 //! - `…:due`: sorted set, sale hash key -> when its next order comes due
-//!   (ms): filed by the read of its purchases, refiled by each expiry.
+//!   (ms): filed once its purchases read are committed (from the ledger,
+//!   `lua/ledger_done.lua`) or as they are read (from the sale's own
+//!   stream, `lua/read_news.lua`), refiled by each expiry.
 //! - `…:mark`: a token set once; a master that lost its data lost it too,
 //!   which tells the watch for lost sales (`lost.rs`) to look.
 //!
@@ -29,25 +31,125 @@
 //! touch both. Scripts find a sale's id in its hash key
 //! `seckill:{sale:<id>}:sale` (the engine's layout, `keys.rs`).
 
-use seckill_engine::StreamEntry;
-use seckill_redis::{Master, Target, key_slot};
+use std::collections::HashMap;
 
+use seckill_engine::{Event, StreamEntry};
+use seckill_redis::{Conn, Master, Target, key_slot};
+
+use crate::config::GROUP;
 use crate::error::{Error, Result};
 
 /// A ledger entry as the sale's stream holds it: the sale's hash key and
 /// the entry under its id in that stream, or under the ledger entry's own
 /// id when told alone (`"*"`). `None` for an entry not of this layout.
 pub(crate) fn told_entry(ledger_entry: StreamEntry) -> Option<(String, StreamEntry)> {
+    told_with_timeout(ledger_entry).map(|(sale, _, entry)| (sale, entry))
+}
+
+/// [`told_entry`] and the sale's payment timeout in seconds, which a
+/// purchase's entry carries (`"<entry id> <timeout>"`).
+fn told_with_timeout(ledger_entry: StreamEntry) -> Option<(String, Option<u64>, StreamEntry)> {
     let StreamEntry { id, mut fields } = ledger_entry;
     if fields.is_empty() {
         return None;
     }
     let (sale, at) = fields.remove(0);
-    let id = match at.as_str() {
-        "*" => id,
-        at => at.split(' ').next()?.to_owned(),
+    let (id, timeout) = match at.split_once(' ') {
+        _ if at == "*" => (id, None),
+        Some((id, timeout)) => (id.to_owned(), timeout.parse().ok()),
+        None => (at, None),
     };
-    Some((sale, StreamEntry { id, fields }))
+    Some((sale, timeout, StreamEntry { id, fields }))
+}
+
+/// A sale told more entries than this in one read of its ledger is busy:
+/// it is read from its own stream from then on, where one read serves many
+/// of its events and its purchases pay nothing to tell.
+const BUSY: usize = 16;
+
+/// Ledger entries read and not yet committed: their events, their ids,
+/// and what acknowledging them files (each sale's next pay-by time) or
+/// changes (busy sales, read from their own streams from then on).
+#[derive(Debug, Default)]
+pub(crate) struct Told {
+    pub ids: Vec<String>,
+    pub events: Vec<Event>,
+    /// Per sale id: entries told, the earliest pay-by time of a purchase
+    /// among them (ms, by the server's clock).
+    sales: HashMap<String, (usize, Option<u64>)>,
+}
+
+impl Told {
+    /// Decodes `entries`, as read from a master's ledger.
+    pub fn new(entries: Vec<StreamEntry>) -> Self {
+        let mut told = Self::default();
+        for entry in entries {
+            told.ids.push(entry.id.clone());
+            let Some((key, timeout, entry)) = told_with_timeout(entry) else {
+                continue;
+            };
+            let Some(sale) = sale_of(&key) else { continue };
+            // A purchase's order comes due its timeout after its entry.
+            let due = timeout
+                .filter(|_| entry.fields.first().is_some_and(|(name, _)| name == "b"))
+                .and_then(|timeout| Some(entry_ms(&entry.id)? + timeout * 1_000));
+            told.events.extend(Event::decode(sale, &entry));
+            let (n, earliest) = told.sales.entry(sale.to_owned()).or_default();
+            *n += 1;
+            *earliest = (*earliest).min(due).or(due);
+        }
+        told
+    }
+
+    /// Each sale told and how many entries.
+    pub fn sales(&self) -> impl Iterator<Item = (&str, usize)> {
+        self.sales.iter().map(|(sale, (n, _))| (sale.as_str(), *n))
+    }
+
+    /// Each sale told a purchase and the earliest pay-by time among them.
+    pub fn dues(&self) -> impl Iterator<Item = (&str, u64)> {
+        self.sales
+            .iter()
+            .filter_map(|(sale, (_, due))| Some((sale.as_str(), (*due)?)))
+    }
+
+    /// The sales told more than [`BUSY`] entries.
+    pub fn busy(&self) -> impl Iterator<Item = &str> {
+        self.sales
+            .iter()
+            .filter(|(_, (n, _))| *n > BUSY)
+            .map(|(sale, _)| sale.as_str())
+    }
+}
+
+/// The ms part of a stream entry id.
+fn entry_ms(id: &str) -> Option<u64> {
+    id.split('-').next()?.parse().ok()
+}
+
+/// Up to `count` entries of `ledger` never delivered before, read for
+/// `consumer` into the group's pending list.
+pub(crate) async fn read_ledger(
+    conn: &mut Conn,
+    ledger: &str,
+    consumer: &str,
+    count: usize,
+) -> Result<Vec<StreamEntry>> {
+    let read: Option<Vec<(String, redis::Value)>> = redis::cmd("XREADGROUP")
+        .arg("GROUP")
+        .arg(GROUP)
+        .arg(consumer)
+        .arg("COUNT")
+        .arg(count)
+        .arg("STREAMS")
+        .arg(ledger)
+        .arg(">")
+        .query_async(conn)
+        .await?;
+    Ok(match read.and_then(|mut r| r.pop()) {
+        Some((_, entries)) => StreamEntry::list(entries)?,
+        None => Vec::new(),
+    })
 }
 
 /// The id of the sale whose hash key is `key` (`seckill:{sale:<id>}:sale`).
@@ -69,6 +171,14 @@ pub(crate) struct MasterKeys {
 }
 
 impl MasterKeys {
+    /// The keys beside `ledger` (`seckill:{news:<tag>}:ledger`).
+    pub fn of_ledger(ledger: &str) -> Option<Self> {
+        let tag = ledger
+            .strip_prefix("seckill:{news:")?
+            .strip_suffix("}:ledger")?;
+        Some(Self::new(tag.parse().ok()?))
+    }
+
     fn new(tag: u32) -> Self {
         let news = format!("seckill:{{news:{tag}}}");
         Self {
@@ -227,5 +337,51 @@ impl Follower {
     /// Makes the next call list every sale: some changes were not applied.
     pub fn restart(&mut self) {
         self.at = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A ledger entry: sale `sale`'s event `fields`, told as `at`.
+    fn entry(id: &str, sale: &str, at: &str, fields: &[(&str, &str)]) -> StreamEntry {
+        let mut all = vec![(format!("seckill:{{sale:{sale}}}:sale"), at.to_owned())];
+        all.extend(fields.iter().map(|(n, v)| (n.to_string(), v.to_string())));
+        StreamEntry {
+            id: id.to_owned(),
+            fields: all,
+        }
+    }
+
+    #[test]
+    fn a_read_of_the_ledger_files_each_sale_under_its_earliest_purchase_and_finds_the_busy() {
+        let buy = [("b", "7"), ("alice", "1")];
+        let mut entries = vec![
+            entry("900-0", "a", "1000-0 60", &buy),
+            entry("901-0", "a", "1000-1 60", &buy),
+            // A settlement, told alone: no pay-by time.
+            entry("902-0", "b", "*", &[("p", "7"), ("1000-0-0", "ref")]),
+        ];
+        for i in 0..=BUSY {
+            entries.push(entry(
+                &format!("903-{i}"),
+                "c",
+                &format!("2000-{i} 5"),
+                &buy,
+            ));
+        }
+        let told = Told::new(entries);
+        assert_eq!(told.ids.len(), 3 + BUSY + 1, "every entry is acknowledged");
+        assert_eq!(told.ids[0], "900-0");
+        let mut dues: Vec<_> = told.dues().collect();
+        dues.sort();
+        assert_eq!(dues, [("a", 61_000), ("c", 7_000)]);
+        assert_eq!(told.busy().collect::<Vec<_>>(), ["c"]);
+        let mut sales: Vec<_> = told.sales().collect();
+        sales.sort();
+        assert_eq!(sales, [("a", 2), ("b", 1), ("c", BUSY + 1)]);
+        // The purchases' events carry their ids in the sale's stream.
+        assert!(told.events.iter().any(|e| e.order_id.contains("1000-1")));
     }
 }

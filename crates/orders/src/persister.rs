@@ -12,14 +12,16 @@
 //! committed, so nothing unpersisted is ever dropped.
 //!
 //! What wakes it, so that idle sales cost nothing:
-//! - Reads: every `poll` (up to `idle_poll` when rounds find nothing), one
-//!   call per master (`lua/read_news.lua`) reads that master's ledger, the
-//!   events of every armed sale, then the sales in its news set (see
-//!   `news.rs`): idle, that is one call per master, whatever the number of
-//!   sales. A sale also is read from its own stream once when it appears
-//!   in the registry's log of changes, which arms it, and every sale once
-//!   per `full_read` (a safety net for a signal lost with a master).
-//!   What came from the ledger is acknowledged there once committed.
+//! - Reads: every `poll` (up to `idle_poll` when rounds find nothing), two
+//!   calls per master, sent together: an `XREADGROUP` of that master's
+//!   ledger, the events of every armed sale, and `lua/read_news.lua`, the
+//!   sales in its news set (see `news.rs`): idle, that is two calls per
+//!   master, whatever the number of sales. A sale also is read from its
+//!   own stream once when it appears in the registry's log of changes,
+//!   which arms it, and every sale once per `full_read` (a safety net for
+//!   a signal lost with a master). What came from the ledger is
+//!   acknowledged there once committed (`lua/ledger_done.lua`), which
+//!   files each sale told a purchase in the due index for the sweeper.
 //! - Taking over abandoned batches: ledger entries unacknowledged for
 //!   `claim_idle`, at each housekeeping (one call per master); batches of
 //!   a sale's stream when a persister's mark in its master's readers hash
@@ -41,29 +43,33 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesUnordered;
-use seckill_engine::{Engine, Event};
+use seckill_engine::{Engine, Event, StreamEntry};
 use seckill_redis::{Conn, Target};
 use tokio::sync::watch;
 
-use crate::backlog::commit;
+use crate::backlog::{Acks, commit};
 use crate::config::{
     GROUP, LIBRARY, PersisterConfig, READ_WAIT, REST_AFTER_FAILURE, WATCH_MASTERS_EVERY,
 };
 use crate::error::{Error, Result};
 use crate::failures::Failures;
-use crate::news::Topology;
+use crate::news::{MasterKeys, Told, Topology, read_ledger};
 use crate::store::Store;
 use crate::work::{SALES_PER_READ, State};
 
 mod housekeeping;
 
-/// One master's read: its address, its ledger, the sales named in it, the
-/// answer.
+/// One master's read: its address and keys, the sales named in it, what
+/// its ledger told and what its sales' own streams held (the answer of
+/// `lua/read_news.lua`), and the error of a part that failed: what the
+/// other part read is committed all the same.
 struct Read {
     addr: String,
-    ledger: String,
+    keys: MasterKeys,
     sales: Vec<String>,
-    reply: redis::RedisResult<Vec<String>>,
+    told: Vec<StreamEntry>,
+    own: Vec<String>,
+    failed: Option<Error>,
 }
 
 /// [`Conn::on_every_replica`] for what `conn` sent to `key`'s master since
@@ -296,7 +302,7 @@ impl Inner {
         let (named, more) = self.state().take_named(&topology);
         for (i, sales) in named.into_iter().enumerate() {
             let Some(sales) = sales else { continue };
-            let keys = topology.keys(i);
+            let keys = topology.keys(i).clone();
             let mut call = LIBRARY.call("read_news", &[&keys.news, &keys.readers, &keys.ledger]);
             call.arg(GROUP)
                 .arg(&self.config.consumer)
@@ -308,27 +314,35 @@ impl Inner {
             }
             let addr = topology.addr(i);
             self.state().reading.insert(addr.clone());
-            let mut conn = self.conn.clone();
-            let (news, ledger, replica_wait) = (
-                keys.news.clone(),
-                keys.ledger.clone(),
-                self.config.replica_wait,
-            );
+            let (mut conn, consumer) = (self.conn.clone(), self.config.consumer.clone());
+            let (batch, replica_wait) = (self.config.batch, self.config.replica_wait);
             reads.push(Box::pin(async move {
                 let epoch = conn.epoch();
-                let mut reply: redis::RedisResult<Vec<String>> = call.invoke(&mut conn).await;
-                // Whether more waits, the ledger's ids, then sales.
-                if let (Ok(answer), Some(timeout)) = (&reply, replica_wait)
-                    && answer.len() > 3
-                    && let Err(e) = on_every_replica(&mut conn, &news, epoch, timeout).await
+                let mut other = conn.clone();
+                let (told, own) = tokio::join!(
+                    read_told(&mut conn, &keys.ledger, &consumer, batch),
+                    call.invoke::<Vec<String>>(&mut other),
+                );
+                let (mut told, mut own, mut failed) = match (told, own) {
+                    (Ok(told), Ok(own)) => (told, own, None),
+                    (Ok(told), Err(e)) => (told, Vec::new(), Some(e.into())),
+                    (Err(e), own) => (Vec::new(), own.unwrap_or_default(), Some(e)),
+                };
+                // Whether more waits, then sales.
+                if let Some(timeout) = replica_wait
+                    && (!told.is_empty() || own.len() > 1)
+                    && let Err(e) = on_every_replica(&mut conn, &keys.news, epoch, timeout).await
                 {
-                    reply = Err(e);
+                    (told, own) = (Vec::new(), Vec::new());
+                    failed.get_or_insert(e.into());
                 }
                 Read {
                     addr,
-                    ledger,
+                    keys,
                     sales,
-                    reply,
+                    told,
+                    own,
+                    failed,
                 }
             }));
         }
@@ -354,41 +368,38 @@ impl Inner {
             };
             let Some(Read {
                 addr,
-                ledger,
+                keys,
                 sales,
-                reply,
+                told,
+                own,
+                failed: read_failed,
             }) = next
             else {
                 break;
             };
             self.state().reading.remove(&addr);
-            let reply = match reply {
-                Ok(reply) => reply,
-                Err(e) => {
-                    let e: Error = e.into();
-                    // The round fails with it, and its failures are logged.
-                    tracing::debug!(master = addr, error = %e, "reading news failed");
-                    let mut state = self.state();
-                    state.to_read.extend(sales);
-                    // A read timed out may yet run: its batches are found
-                    // by the look for abandoned ones.
-                    state.claim_all = true;
-                    if e.is_unreachable() {
-                        state
-                            .resting
-                            .insert(addr, Instant::now() + REST_AFTER_FAILURE);
-                        drop(state);
-                        // Perhaps a failover: news written just before it
-                        // may be gone with the old master.
-                        self.masters_changed();
-                    }
-                    failed.get_or_insert(e);
-                    continue;
+            if let Some(e) = read_failed {
+                // The round fails with it, and its failures are logged.
+                tracing::debug!(master = addr, error = %e, "reading news failed");
+                let mut state = self.state();
+                state.to_read.extend(sales);
+                // A read timed out may yet run: its batches are found by
+                // the look for abandoned ones.
+                state.claim_all = true;
+                if e.is_unreachable() {
+                    state
+                        .resting
+                        .insert(addr, Instant::now() + REST_AFTER_FAILURE);
+                    drop(state);
+                    // Perhaps a failover: news written just before it may
+                    // be gone with the old master.
+                    self.masters_changed();
                 }
-            };
-            more |= reply.first().is_some_and(|m| m == "1");
+                failed.get_or_insert(e);
+            }
+            more |= told.len() >= self.config.batch || own.first().is_some_and(|m| m == "1");
             match self
-                .persist_reply(&ledger, &reply[1.min(reply.len())..])
+                .persist_reply(&keys, Told::new(told), &own[1.min(own.len())..])
                 .await
             {
                 Ok(n) => persisted += n,
@@ -407,17 +418,17 @@ impl Inner {
     }
 
     /// Commits one master's batches to SQL in one transaction, then
-    /// deletes their records and acknowledges what was read from its
-    /// `ledger`: `reply` is the ledger's ids read, how many pairs of sale
-    /// id and entries came from it, then those pairs and the sales' own.
-    async fn persist_reply(&self, ledger: &str, reply: &[String]) -> Result<usize> {
-        let (acks, told, pairs) = match reply {
-            [acks, told, pairs @ ..] => (acks, told.parse::<usize>().unwrap_or(0), pairs),
-            _ => return Ok(0),
-        };
-        let acks: Vec<String> = acks.split_whitespace().map(str::to_owned).collect();
-        let (mut events, mut batches, mut entries) = (Vec::new(), Vec::new(), Vec::new());
-        for (i, pair) in pairs.chunks_exact(2).enumerate() {
+    /// deletes their records and acknowledges what its ledger `told`:
+    /// `pairs` are sale ids and the entries read from their own streams.
+    async fn persist_reply(
+        &self,
+        keys: &MasterKeys,
+        told: Told,
+        pairs: &[String],
+    ) -> Result<usize> {
+        let (mut batches, mut entries) = (Vec::new(), Vec::new());
+        let mut events = Vec::new();
+        for pair in pairs.chunks_exact(2) {
             let (sale, text) = (&pair[0], &pair[1]);
             if let Some(error) = text.strip_prefix('!') {
                 // Its slot is moving or moved: read it again, from the
@@ -429,28 +440,54 @@ impl Inner {
                 continue;
             }
             if let Some(first) = Event::decode_lines(sale, text, &mut events) {
-                // What came through the ledger has no record in the sale.
-                if i >= told {
-                    batches.push((sale.clone(), first.to_owned()));
-                }
+                batches.push((sale.clone(), first.to_owned()));
                 entries.push((sale.clone(), text.split('\n').count()));
             }
         }
-        if entries.is_empty() && acks.is_empty() {
+        if entries.is_empty() && told.ids.is_empty() {
             return Ok(0);
         }
-        commit(
-            &self.store,
-            &self.conn,
-            &events,
-            &batches,
-            Some((ledger, &acks)),
-        )
-        .await?;
+        // What came through the ledger has no record in the sale.
+        entries.extend(told.sales().map(|(sale, n)| (sale.to_owned(), n)));
+        events.extend_from_slice(&told.events);
+        let acks = Acks {
+            keys,
+            told: &told,
+            file: true,
+        };
+        commit(&self.store, &self.conn, &events, &batches, Some(acks)).await?;
         let mut state = self.state();
         for (sale, entries) in entries {
             state.committed(sale, entries);
         }
         Ok(events.len())
+    }
+}
+
+/// Up to `count` entries of `ledger` for `consumer`; its group is made
+/// when missing, from its start, so nothing told before is skipped.
+async fn read_told(
+    conn: &mut Conn,
+    ledger: &str,
+    consumer: &str,
+    count: usize,
+) -> Result<Vec<StreamEntry>> {
+    match read_ledger(conn, ledger, consumer, count).await {
+        Err(Error::Redis(e)) if e.code() == Some("NOGROUP") => {
+            let made: redis::RedisResult<()> = redis::cmd("XGROUP")
+                .arg("CREATE")
+                .arg(ledger)
+                .arg(GROUP)
+                .arg("0")
+                .arg("MKSTREAM")
+                .query_async(conn)
+                .await;
+            match made {
+                Err(e) if e.code() != Some("BUSYGROUP") => return Err(e.into()),
+                _ => {}
+            }
+            read_ledger(conn, ledger, consumer, count).await
+        }
+        read => read,
     }
 }

@@ -5,7 +5,7 @@
 //! due in the sales its due index (`news.rs`) lists as due by now; only
 //! those are swept, and each sweep files the sale again under its next
 //! order's pay-by time.
-//! A sale is filed by the persister's read of its purchases, so idle sales
+//! A sale is filed by the persister that reads its purchases, so idle sales
 //! cost nothing. Once per [`FULL_SWEEP`] (and at start) every sale is
 //! swept and filed, whatever the index says: a safety net for a filing
 //! lost with a master.
@@ -24,7 +24,8 @@ const PER_CALL: u32 = 500;
 
 /// How often a service's sweeper looks at the due indexes: an order
 /// expires at most this long after its pay-by time (plus the moment its
-/// purchase takes to be read by a persister, which files it).
+/// purchase takes to be read and committed by a persister, which files
+/// it).
 pub const SWEEP_EVERY: Duration = Duration::from_millis(500);
 
 /// How often every sale is swept, whatever the due index says.

@@ -13,10 +13,10 @@ use redis::aio::ConnectionLike;
 use seckill_engine::{Event, StreamEntry};
 use seckill_redis::Conn;
 
-use crate::backlog::{SaleStream, commit, in_flight};
+use crate::backlog::{Acks, SaleStream, commit, in_flight};
 use crate::config::GROUP;
-use crate::error::Result;
-use crate::news::{Topology, sale_of, told_entry};
+use crate::error::{Error, Result};
+use crate::news::{MasterKeys, Told, Topology, read_ledger};
 use crate::store::Store;
 
 /// The persisters whose last read, as marked in `readers` (a master's
@@ -122,16 +122,19 @@ pub(crate) async fn abandoned(
 /// Most ledger entries claimed at once.
 const CLAIM_BATCH: usize = 500;
 
-/// Persists the entries of `ledger` (a master's, `news.rs`) that some
-/// persister read at least `idle` ago and never acknowledged, claiming
-/// them for `me`; answers the events committed.
+/// Persists the entries of the ledger of `keys` (a master's, `news.rs`)
+/// that some persister read at least `idle` ago and never acknowledged,
+/// claiming them for `me`; answers the events committed. `file`: as
+/// [`Acks`]'s.
 pub(crate) async fn abandoned_in_ledger(
     conn: &mut Conn,
     store: &Store,
-    ledger: &str,
+    keys: &MasterKeys,
+    file: bool,
     me: &str,
     idle: Duration,
 ) -> Result<usize> {
+    let ledger = keys.ledger.as_str();
     let mut persisted = 0;
     if !may_be_idle(conn, ledger, idle).await? {
         return Ok(persisted);
@@ -161,7 +164,7 @@ pub(crate) async fn abandoned_in_ledger(
                 entries = entries.len(),
                 "taking over abandoned ledger entries"
             );
-            persisted += commit_told(conn, store, ledger, entries).await?;
+            persisted += commit_told(conn, store, keys, file, entries).await?;
         }
         if next == "0-0" {
             return Ok(persisted);
@@ -224,51 +227,39 @@ pub(crate) async fn drain_orphan(
         .arg("0")
         .query_async(conn)
         .await;
-    let mut persisted = abandoned_in_ledger(conn, store, ledger, me, idle).await?;
+    let keys = MasterKeys::of_ledger(ledger).ok_or_else(|| Error::Invalid {
+        what: "ledger",
+        reason: format!("{ledger} is not named as a ledger is"),
+    })?;
+    let mut persisted = abandoned_in_ledger(conn, store, &keys, false, me, idle).await?;
     loop {
-        let read: Option<Vec<(String, redis::Value)>> = redis::cmd("XREADGROUP")
-            .arg("GROUP")
-            .arg(GROUP)
-            .arg(me)
-            .arg("COUNT")
-            .arg(CLAIM_BATCH)
-            .arg("STREAMS")
-            .arg(ledger)
-            .arg(">")
-            .query_async(conn)
-            .await?;
-        let entries = match read.and_then(|mut r| r.pop()) {
-            Some((_, entries)) => StreamEntry::list(entries)?,
-            None => Vec::new(),
-        };
+        let entries = read_ledger(conn, ledger, me, CLAIM_BATCH).await?;
         if entries.is_empty() {
             break;
         }
-        persisted += commit_told(conn, store, ledger, entries).await?;
+        persisted += commit_told(conn, store, &keys, false, entries).await?;
     }
     let left: u64 = conn.xlen(ledger).await?;
     Ok((persisted, left == 0))
 }
 
-/// Commits ledger `entries` to SQL, then acknowledges them; answers the
-/// events committed.
+/// Commits ledger `entries` to SQL, then acknowledges them (`file`: as
+/// [`Acks`]'s); answers the events committed.
 async fn commit_told(
     conn: &mut Conn,
     store: &Store,
-    ledger: &str,
+    keys: &MasterKeys,
+    file: bool,
     entries: Vec<StreamEntry>,
 ) -> Result<usize> {
-    let ids: Vec<String> = entries.iter().map(|e| e.id.clone()).collect();
-    let events: Vec<Event> = entries
-        .into_iter()
-        .filter_map(told_entry)
-        .flat_map(|(sale, entry)| match sale_of(&sale) {
-            Some(id) => Event::decode(id, &entry),
-            None => Vec::new(),
-        })
-        .collect();
-    commit(store, conn, &events, &[], Some((ledger, &ids))).await?;
-    Ok(events.len())
+    let told = Told::new(entries);
+    let acks = Acks {
+        keys,
+        told: &told,
+        file,
+    };
+    commit(store, conn, &told.events, &[], Some(acks)).await?;
+    Ok(told.events.len())
 }
 
 /// The server's clock in ms: the one the records' times come from.

@@ -15,6 +15,13 @@ use common::{buy, persister_config as config, rig};
 /// One server's ledger and news set (its only master's tag is 0).
 const LEDGER: &str = "seckill:{news:0}:ledger";
 const NEWS: &str = "seckill:{news:0}";
+const DUE: &str = "seckill:{news:0}:due";
+
+/// The server's clock, ms.
+async fn server_ms(conn: &mut impl redis::aio::ConnectionLike) -> u64 {
+    let (s, us): (u64, u64) = redis::cmd("TIME").query_async(conn).await.unwrap();
+    s * 1_000 + us / 1_000
+}
 
 /// Sale `id`'s field `n`: where its events are told, once armed.
 async fn armed(engine: &Engine, id: &str) -> Option<String> {
@@ -68,13 +75,17 @@ async fn what_a_dead_persister_read_from_the_ledger_is_taken_over() {
     // One order in each: told through the ledger, not the sales' streams.
     let mut conn = engine.connection();
     let before: u64 = conn.xlen(LEDGER).await.unwrap();
+    let bought_from = server_ms(&mut conn).await;
     for sale in &sales {
         assert_eq!(buy(engine, Strategy::Atomic, sale, 1).await.len(), 1);
     }
+    let bought_by = server_ms(&mut conn).await;
     let after: u64 = conn.xlen(LEDGER).await.unwrap();
     assert_eq!(after - before, 20, "each purchase told once");
 
     // A persister reads them all from the ledger and dies before its commit.
+    let filed: u64 = conn.zcard(DUE).await.unwrap();
+    assert_eq!(filed, 0, "nothing is filed before its read is committed");
     let _: redis::Value = redis::cmd("XREADGROUP")
         .arg("GROUP")
         .arg("persister")
@@ -111,6 +122,20 @@ async fn what_a_dead_persister_read_from_the_ledger_is_taken_over() {
     .await;
     for sale in &sales {
         assert_persisted(engine, store, sale, 1).await;
+    }
+    // Filed for expiry with the heir's acknowledgement, each sale under
+    // its order's pay-by time: the dead one's read filed nothing.
+    let timeout_ms = engine.sale(&sales[0]).await.unwrap().payment_timeout_secs * 1_000;
+    for sale in &sales {
+        let due: Option<u64> = conn
+            .zscore(DUE, format!("seckill:{{sale:{sale}}}:sale"))
+            .await
+            .unwrap();
+        let due = due.unwrap_or_else(|| panic!("{sale} is not in the due index"));
+        assert!(
+            (bought_from + timeout_ms..=bought_by + timeout_ms).contains(&due),
+            "{sale} filed at {due}, bought between {bought_from} and {bought_by}"
+        );
     }
     let pending: (u64, redis::Value, redis::Value, redis::Value) = redis::cmd("XPENDING")
         .arg(LEDGER)

@@ -1,11 +1,35 @@
--- Acknowledges ledger entries a persister committed to SQL, then drops
--- every entry below the oldest still pending or not yet delivered.
--- KEYS: 1 a master's ledger (layout: news.rs).
--- ARGV: group, then the ids committed.
+-- Acknowledges ledger entries a persister committed to SQL, files the
+-- sales they told a purchase of in the due index, moves the busy ones to
+-- the news set, then drops every entry below the oldest still pending or
+-- not yet delivered. Done at the acknowledgement, not at the read: what a
+-- persister read and died with is filed by the one that takes it over.
+-- KEYS: 1 a master's ledger  2 its due index  3 its news set (layout:
+--       news.rs).
+-- ARGV: group, D, B, then D pairs (pay-by ms, sale hash key), B busy sale
+--       hash keys, then the ids committed.
 -- Returns how many were acknowledged.
--- Cost: XACK, XPENDING (its summary) and XTRIM, whatever the number of sales.
-local acked = redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, 2))
-local pending = redis.call('XPENDING', KEYS[1], ARGV[1])
+-- Cost: XACK, XPENDING (its summary) and XTRIM, whatever the number of
+-- sales; one ZADD per 1,000 dues; per busy sale HDEL and SADD.
+local group, d, b = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+-- One ZADD per 1,000 pairs (inside Lua's unpack limit), not one each: NX
+-- keeps what a sale was filed under, which is due no later (each expiry
+-- files it again under its next).
+for i = 4, 3 + 2 * d, 2000 do
+  redis.call('ZADD', KEYS[2], 'NX', unpack(ARGV, i, math.min(i + 1999, 3 + 2 * d)))
+end
+for i = 4 + 2 * d, 3 + 2 * d + b do
+  -- Busy: its group is already past all it told (tell moved it), so its
+  -- own stream is read from the next round on. A pcall: the sale's key
+  -- is not declared, and its slot may have moved; it then stays armed,
+  -- and told here.
+  local r = redis.pcall('HDEL', ARGV[i], 'n')
+  if type(r) == 'number' then
+    redis.call('SADD', KEYS[3], ARGV[i])
+  end
+end
+local first = 4 + 2 * d + b
+local acked = redis.call('XACK', KEYS[1], group, unpack(ARGV, first))
+local pending = redis.call('XPENDING', KEYS[1], group)
 local floor
 if pending[1] > 0 then
   floor = pending[2]

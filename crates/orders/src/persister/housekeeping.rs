@@ -214,7 +214,8 @@ impl Inner {
             match takeover::abandoned_in_ledger(
                 &mut self.conn.clone(),
                 &self.store,
-                &topology.keys(i).ledger,
+                topology.keys(i),
+                true,
                 &self.config.consumer,
                 self.config.claim_idle,
             )
