@@ -275,10 +275,10 @@ if idle or spread:
         p(table(["10,000 idle sales", "Redis CPU % of a core (all masters)",
                  "serve CPU % of a core (all instances)", "Redis commands/s"], rows))
         p("\nIdle cost follows masters and instances, not sales: each `serve` reads each "
-          "master's ledger and news set (two calls) a dozen times a second and its due index "
-          "twice, whatever the "
-          "number of sales, so a fleet of K instances on M masters idles at about K × M "
-          "such calls, and a sale costs only memory until something happens in it.\n")
+          "master's ledger and news set (two calls) about six times a second and its due "
+          "index twice, whatever the number of sales, so a fleet of K instances on M masters "
+          "idles at about K × M times one instance's calls to one master, and a sale costs "
+          "only memory until something happens in it.\n")
     one, many = spread.get("one"), spread.get("spread")
     if one and many:
         ratio = many["redis_cpu_us_per_purchase"] / one["redis_cpu_us_per_purchase"]
