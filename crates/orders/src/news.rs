@@ -96,7 +96,11 @@ impl Told {
             told.events.extend(Event::decode(sale, &entry));
             let (n, earliest) = told.sales.entry(sale.to_owned()).or_default();
             *n += 1;
-            *earliest = (*earliest).min(due).or(due);
+            // `Option::min` would take a settlement's `None` as earliest.
+            *earliest = match (*earliest, due) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
         }
         told
     }
@@ -359,6 +363,8 @@ mod tests {
         let buy = [("b", "7"), ("alice", "1")];
         let mut entries = vec![
             entry("900-0", "a", "1000-0 60", &buy),
+            // A settlement between purchases leaves the earliest standing.
+            entry("900-1", "a", "*", &[("p", "7"), ("1000-0-0", "ref")]),
             entry("901-0", "a", "1000-1 60", &buy),
             // A settlement, told alone: no pay-by time.
             entry("902-0", "b", "*", &[("p", "7"), ("1000-0-0", "ref")]),
@@ -372,7 +378,7 @@ mod tests {
             ));
         }
         let told = Told::new(entries);
-        assert_eq!(told.ids.len(), 3 + BUSY + 1, "every entry is acknowledged");
+        assert_eq!(told.ids.len(), 4 + BUSY + 1, "every entry is acknowledged");
         assert_eq!(told.ids[0], "900-0");
         let mut dues: Vec<_> = told.dues().collect();
         dues.sort();
@@ -380,7 +386,7 @@ mod tests {
         assert_eq!(told.busy().collect::<Vec<_>>(), ["c"]);
         let mut sales: Vec<_> = told.sales().collect();
         sales.sort();
-        assert_eq!(sales, [("a", 2), ("b", 1), ("c", BUSY + 1)]);
+        assert_eq!(sales, [("a", 3), ("b", 1), ("c", BUSY + 1)]);
         // The purchases' events carry their ids in the sale's stream.
         assert!(told.events.iter().any(|e| e.order_id.contains("1000-1")));
     }

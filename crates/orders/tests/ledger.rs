@@ -106,6 +106,11 @@ async fn what_a_dead_persister_read_from_the_ledger_is_taken_over() {
         );
     }
 
+    // One sale filed meanwhile under a later time, as a later purchase
+    // committed before this take-over would file it: the earlier stands.
+    let later = format!("seckill:{{sale:{}}}:sale", sales[0]);
+    let _: u64 = conn.zadd(DUE, &later, u64::MAX >> 12).await.unwrap();
+
     // Its heir takes them over once they have been idle long enough.
     let mut heir = Persister::new(&server.url(), store.clone(), config("heir"))
         .await

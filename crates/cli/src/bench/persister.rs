@@ -10,8 +10,9 @@ use crate::redis_cost::{Meter, threads_cpu_us};
 
 /// The persister's share of Redis time in a run: its plain commands but the
 /// two the bench's own wait for the drain sends too (`XINFO GROUPS`,
-/// `HGETALL`; the persister sends them twice a second), and the
-/// `XREADGROUP` its read script runs, counted under its own name as well.
+/// `HGETALL`; the persister sends them twice a second), and its reads'
+/// `XREADGROUP`s: its ledger's, plain, and those its read script runs,
+/// counted under their own name as well.
 /// The script call around it, once a batch, is counted with the purchases.
 fn persister_commands() -> Vec<&'static str> {
     seckill_orders::PLAIN_COMMANDS

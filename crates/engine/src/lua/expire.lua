@@ -30,7 +30,8 @@ local function expire_sale(sale, most, due_index, now, unfile)
   -- Files the sale in the due index under the time its first purchase past
   -- the cursor `after` comes due, or takes it out when none is left: a
   -- purchase after that is filed again by the persister that reads it
-  -- (the orders crate's read_news.lua and ledger_done.lua). Settlements and expiries between are skipped, up to
+  -- (read_news.lua) or commits it (ledger_done.lua, both in the orders
+  -- crate). Settlements and expiries between are skipped, up to
   -- FILE_LOOK entries: each purchase on a quiet sale is followed by its
   -- expiry, which would otherwise cost a sweep that finds nothing. Past
   -- FILE_LOOK entries with no purchase, the last one's time files it early

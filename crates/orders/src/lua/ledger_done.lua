@@ -11,11 +11,12 @@
 -- Cost: XACK, XPENDING (its summary) and XTRIM, whatever the number of
 -- sales; one ZADD per 1,000 dues; per busy sale HDEL and SADD.
 local group, d, b = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
--- One ZADD per 1,000 pairs (inside Lua's unpack limit), not one each: NX
--- keeps what a sale was filed under, which is due no later (each expiry
--- files it again under its next).
+-- One ZADD per 1,000 pairs (inside Lua's unpack limit), not one each. LT:
+-- a sale stays filed under the earliest time, as acknowledgements may
+-- come out of order (a read taken over after a later one was committed);
+-- a time already past costs one sweep that files it again.
 for i = 4, 3 + 2 * d, 2000 do
-  redis.call('ZADD', KEYS[2], 'NX', unpack(ARGV, i, math.min(i + 1999, 3 + 2 * d)))
+  redis.call('ZADD', KEYS[2], 'LT', unpack(ARGV, i, math.min(i + 1999, 3 + 2 * d)))
 end
 for i = 4 + 2 * d, 3 + 2 * d + b do
   -- Busy: its group is already past all it told (tell moved it), so its
