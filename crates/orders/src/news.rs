@@ -131,6 +131,23 @@ fn entry_ms(id: &str) -> Option<u64> {
     id.split('-').next()?.parse().ok()
 }
 
+/// Makes `ledger`'s consumer group, and the ledger if missing, from its
+/// start, so nothing told before is skipped; one already made is kept.
+pub(crate) async fn make_ledger_group(conn: &mut Conn, ledger: &str) -> Result<()> {
+    let made: redis::RedisResult<()> = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg(ledger)
+        .arg(GROUP)
+        .arg("0")
+        .arg("MKSTREAM")
+        .query_async(conn)
+        .await;
+    match made {
+        Err(e) if e.code() != Some("BUSYGROUP") => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
 /// Up to `count` entries of `ledger` never delivered before, read for
 /// `consumer` into the group's pending list.
 pub(crate) async fn read_ledger(

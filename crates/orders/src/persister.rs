@@ -53,7 +53,7 @@ use crate::config::{
 };
 use crate::error::{Error, Result};
 use crate::failures::Failures;
-use crate::news::{MasterKeys, Told, Topology, read_ledger};
+use crate::news::{MasterKeys, Told, Topology, make_ledger_group, read_ledger};
 use crate::store::Store;
 use crate::work::{SALES_PER_READ, State};
 
@@ -474,18 +474,7 @@ async fn read_told(
 ) -> Result<Vec<StreamEntry>> {
     match read_ledger(conn, ledger, consumer, count).await {
         Err(Error::Redis(e)) if e.code() == Some("NOGROUP") => {
-            let made: redis::RedisResult<()> = redis::cmd("XGROUP")
-                .arg("CREATE")
-                .arg(ledger)
-                .arg(GROUP)
-                .arg("0")
-                .arg("MKSTREAM")
-                .query_async(conn)
-                .await;
-            match made {
-                Err(e) if e.code() != Some("BUSYGROUP") => return Err(e.into()),
-                _ => {}
-            }
+            make_ledger_group(conn, ledger).await?;
             read_ledger(conn, ledger, consumer, count).await
         }
         read => read,

@@ -277,15 +277,7 @@ mod tests {
     /// acknowledged it; answers its id.
     async fn pending_entry(conn: &mut Conn, ledger: &str, age_ms: i64) -> String {
         let now = redis_ms(conn).await.unwrap() as i64;
-        let _: () = redis::cmd("XGROUP")
-            .arg("CREATE")
-            .arg(ledger)
-            .arg(GROUP)
-            .arg("0")
-            .arg("MKSTREAM")
-            .query_async(conn)
-            .await
-            .unwrap();
+        crate::news::make_ledger_group(conn, ledger).await.unwrap();
         let id: String = conn
             .xadd(ledger, format!("{}-1", now - age_ms), &[("s", "*")])
             .await
