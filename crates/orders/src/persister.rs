@@ -328,7 +328,8 @@ impl Inner {
                     (Ok(told), Err(e)) => (told, Vec::new(), Some(e.into())),
                     (Err(e), own) => (Vec::new(), own.unwrap_or_default(), Some(e)),
                 };
-                // Whether more waits, then sales.
+                // Anything read is committed only once every replica has
+                // the read too: a failover must not undo it behind SQL.
                 if let Some(timeout) = replica_wait
                     && (!told.is_empty() || own.len() > 1)
                     && let Err(e) = on_every_replica(&mut conn, &keys.news, epoch, timeout).await
