@@ -33,7 +33,7 @@
 
 use std::collections::HashMap;
 
-use seckill_engine::{Event, StreamEntry};
+use seckill_engine::{Event, StreamEntry, entry_number};
 use seckill_redis::{Conn, Master, Target, key_slot};
 
 use crate::config::GROUP;
@@ -92,7 +92,7 @@ impl Told {
             // A purchase's order comes due its timeout after its entry.
             let due = timeout
                 .filter(|_| entry.fields.first().is_some_and(|(name, _)| name == "b"))
-                .and_then(|timeout| Some(entry_ms(&entry.id)? + timeout * 1_000));
+                .map(|timeout| entry_number(&entry.id).0 + timeout * 1_000);
             told.events.extend(Event::decode(sale, &entry));
             let (n, earliest) = told.sales.entry(sale.to_owned()).or_default();
             *n += 1;
@@ -124,11 +124,6 @@ impl Told {
             .filter(|(_, (n, _))| *n > BUSY)
             .map(|(sale, _)| sale.as_str())
     }
-}
-
-/// The ms part of a stream entry id.
-fn entry_ms(id: &str) -> Option<u64> {
-    id.split('-').next()?.parse().ok()
 }
 
 /// Makes `ledger`'s consumer group, and the ledger if missing, from its
