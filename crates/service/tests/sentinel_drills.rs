@@ -40,6 +40,7 @@ async fn drill_21_sigkill_of_the_master_under_sentinel_with_replica_durability()
     let buyers = Buyers::start(&http, "s");
     tokio::time::sleep(Duration::from_millis(1_000)).await;
     let killed = Instant::now();
+    let killed_ms = unix_ms();
     // Off the runtime, so the buyers keep going meanwhile; the rig comes
     // back to live until the end.
     let (_rig, ports) = tokio::task::spawn_blocking(move || {
@@ -100,6 +101,14 @@ async fn drill_21_sigkill_of_the_master_under_sentinel_with_replica_durability()
         })
         .collect();
     let other_findings = report.findings.len() - sql_only.len();
+    // When each was bought, in ms after the kill (negative: before), so a
+    // failure says which side of it the lost purchases were on.
+    let mut sql_only_bought = Vec::new();
+    for id in &sql_only {
+        if let Some(order) = store.order(id).await.unwrap() {
+            sql_only_bought.push(order.created_ms - killed_ms);
+        }
+    }
 
     let figures = json!({
         "old_master": old, "new_master": new,
@@ -114,6 +123,7 @@ async fn drill_21_sigkill_of_the_master_under_sentinel_with_replica_durability()
         "missing_in_sql": missing_in_sql,
         "oversold": state.sold.saturating_sub(state.stock),
         "unacknowledged_in_sql_only": sql_only.len(),
+        "sql_only_bought_after_kill_ms": sql_only_bought,
         "other_findings": other_findings,
     });
     println!(
@@ -140,4 +150,9 @@ async fn drill_21_sigkill_of_the_master_under_sentinel_with_replica_durability()
         resumed < promoted + Duration::from_millis(1_500),
         "{figures}"
     );
+}
+
+fn unix_ms() -> i64 {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    now.map_or(0, |d| d.as_millis() as i64)
 }
