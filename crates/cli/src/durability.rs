@@ -10,8 +10,9 @@ pub struct DurabilityArgs {
     /// `replica` once every replica in touch with the master has it too
     /// (`WAIT`), so a failover cannot lose it; past `--replica-timeout-ms`
     /// the buyer gets a 503 and retries with the same request id. With
-    /// `replica` the persister commits to SQL only what those replicas
-    /// have, so an order a failover took from Redis is not in SQL either.
+    /// `replica` the persister commits to SQL only what every replica the
+    /// master lists online has, in touch or not, so an order a failover
+    /// took from Redis is not in SQL either.
     #[arg(long, value_enum, default_value_t = DurabilityArg::Primary)]
     durability: DurabilityArg,
     /// With `--durability replica`: longest wait for a replica, in ms.

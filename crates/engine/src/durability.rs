@@ -3,8 +3,8 @@
 //! purchase with it when its replica is promoted. With
 //! [`Durability::Replica`] a purchase is acknowledged only once every
 //! replica that could take over has it (`WAIT n <ms>`, n the replicas the
-//! master lists online and heard from lately: see
-//! [`Conn::on_every_replica`]); otherwise the buyer gets an error and
+//! master lists online and heard from lately:
+//! [`Replicas::InTouch`]); otherwise the buyer gets an error and
 //! retries with the same request id, which answers with the order if it
 //! survived.
 //!
@@ -22,7 +22,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use seckill_redis::Conn;
+use seckill_redis::{Conn, Replicas};
 use tokio::sync::oneshot;
 
 /// When a purchase is acknowledged.
@@ -120,7 +120,7 @@ async fn drive(mut conn: Conn, key: String, timeout: Duration, state: Arc<Mutex<
         };
         let before = conn.epoch();
         let confirmed = conn
-            .on_every_replica(key.as_bytes(), before, timeout)
+            .on_every_replica(key.as_bytes(), before, timeout, Replicas::InTouch)
             .await
             .unwrap_or_else(|e| {
                 tracing::warn!(error = %e, "WAIT for a replica failed");

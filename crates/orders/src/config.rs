@@ -51,11 +51,15 @@ pub struct PersisterConfig {
     /// whatever the signals said.
     pub full_read: Duration,
     /// With `Some(timeout)`, what a read took is committed to SQL only
-    /// once every replica that could take over has it
+    /// once every replica the master lists online has it, however long
+    /// unheard
     /// ([`Conn::on_every_replica`](seckill_redis::Conn::on_every_replica)
-    /// after the read, on the connection that read; replication is
-    /// ordered, so a replica that has the read has the purchases before
-    /// it). A purchase its master answered and a replica lacked, lost
+    /// with [`Replicas::Online`](seckill_redis::Replicas::Online) after the
+    /// read, on the connection that read; replication is ordered, so a
+    /// replica that has the read has the purchases before it). Stricter
+    /// than a purchase's wait, which passes over a replica unheard for two
+    /// seconds: SQL must never keep what a promoted replica lacks, and a
+    /// frozen replica only delays commits here, until the take-over. A purchase its master answered and a replica lacked, lost
     /// with the master in a failover that promoted that replica,
     /// then never reaches SQL either. A read left unconfirmed stays
     /// pending and is taken over once `claim_idle` old, then committed

@@ -44,7 +44,7 @@ use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesUnordered;
 use seckill_engine::{Engine, Event, StreamEntry};
-use seckill_redis::{Conn, Target};
+use seckill_redis::{Conn, Replicas, Target};
 use tokio::sync::watch;
 
 use crate::backlog::{Acks, commit};
@@ -81,7 +81,7 @@ async fn on_every_replica(
     timeout: Duration,
 ) -> redis::RedisResult<()> {
     if conn
-        .on_every_replica(key.as_bytes(), epoch, timeout)
+        .on_every_replica(key.as_bytes(), epoch, timeout, Replicas::Online)
         .await?
     {
         return Ok(());

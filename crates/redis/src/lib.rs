@@ -5,7 +5,8 @@
 //!   (timeouts, reconnection, what a client shows besides a URL).
 //! - `target`: [`Target`], where Redis is: one server, a cluster, or the
 //!   master a set of sentinels names; and how to reach it.
-//! - `conn`: [`Conn`], the connection every crate above takes.
+//! - `conn`: [`Conn`], the connection every crate above takes, and
+//!   [`Replicas`], the replicas its confirmations wait for.
 //! - `sentinel`: the sentinels of a [`Target`] and a connection that
 //!   follows the master they name through a failover.
 //! - `tls`: [`Tls`], what a `rediss://` connection trusts and shows
@@ -27,7 +28,7 @@ mod target;
 mod tls;
 
 pub use coalesce::{Coalescer, CoalescerConfig};
-pub use conn::Conn;
+pub use conn::{Conn, Replicas};
 pub use library::{Builder, Call, Library};
 pub use masters::{Master, key_slot};
 pub use settings::RESPONSE_TIMEOUT;
