@@ -175,9 +175,12 @@ impl Conn {
         Ok(acked >= replicas && self.epoch() == epoch)
     }
 
-    /// Sends `cmd` where a command on `key` runs.
+    /// Sends `cmd` where a command on `key` runs. Its failures raise the epoch as those of any request do: the
+    /// client reconnects after one, and a `WAIT` sent on the new
+    /// connection, on the same server, would confirm none of the old one's
+    /// writes.
     async fn on_master_of(&mut self, cmd: Cmd, key: &[u8]) -> RedisResult<Value> {
-        match &mut self.inner {
+        let answer = match &mut self.inner {
             Inner::Server(c) => cmd.query_async(c).await,
             Inner::Sentinel(c) => cmd.query_async(c).await,
             Inner::Cluster(c) => {
@@ -188,7 +191,11 @@ impl Conn {
                 )
                 .await
             }
+        };
+        if answer.as_ref().is_err_and(broken) {
+            self.epoch.fetch_add(1, Ordering::SeqCst);
         }
+        answer
     }
 }
 
