@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use redis::AsyncCommands;
 use redis::aio::ConnectionLike;
 use seckill_engine::{Engine, Event, StreamEntry, entry_number, next_entry_id};
-use seckill_redis::Conn;
+use seckill_redis::{Conn, Replicas};
 
 use crate::config::{GROUP, LIBRARY};
 use crate::error::{Error, Result};
@@ -295,6 +295,29 @@ pub(crate) async fn group_info(
         }));
     }
     Ok(None)
+}
+
+/// [`Conn::on_every_replica`] for what `conn` sent to `key`'s master since
+/// `epoch`, the read just answered included, as an error when not: every
+/// replica the master lists online ([`Replicas::Online`]), as SQL must
+/// not keep what a promoted replica lacks. For `--durability replica`,
+/// before a read is committed.
+pub(crate) async fn on_every_replica(
+    conn: &mut Conn,
+    key: &str,
+    epoch: u64,
+    timeout: Duration,
+) -> redis::RedisResult<()> {
+    if conn
+        .on_every_replica(key.as_bytes(), epoch, timeout, Replicas::Online)
+        .await?
+    {
+        return Ok(());
+    }
+    Err(redis::RedisError::from((
+        redis::ErrorKind::Client,
+        "no replica confirmed the orders read in time; they stay pending until taken over",
+    )))
 }
 
 /// Ledger entries committed, to acknowledge: the keys of the master whose

@@ -44,10 +44,10 @@ use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesUnordered;
 use seckill_engine::{Engine, Event, StreamEntry};
-use seckill_redis::{Conn, Replicas, Target};
+use seckill_redis::{Conn, Target};
 use tokio::sync::watch;
 
-use crate::backlog::{Acks, commit};
+use crate::backlog::{Acks, commit, on_every_replica};
 use crate::config::{
     GROUP, LIBRARY, PersisterConfig, READ_WAIT, REST_AFTER_FAILURE, WATCH_MASTERS_EVERY,
 };
@@ -70,26 +70,6 @@ struct Read {
     told: Vec<StreamEntry>,
     own: Vec<String>,
     failed: Option<Error>,
-}
-
-/// [`Conn::on_every_replica`] for what `conn` sent to `key`'s master since
-/// `epoch`, the read just answered included, as an error when not.
-async fn on_every_replica(
-    conn: &mut Conn,
-    key: &str,
-    epoch: u64,
-    timeout: Duration,
-) -> redis::RedisResult<()> {
-    if conn
-        .on_every_replica(key.as_bytes(), epoch, timeout, Replicas::Online)
-        .await?
-    {
-        return Ok(());
-    }
-    Err(redis::RedisError::from((
-        redis::ErrorKind::Client,
-        "no replica confirmed the orders read in time; they stay pending until taken over",
-    )))
 }
 
 /// Reads sent and not yet answered, kept from one round to the next.

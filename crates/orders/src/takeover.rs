@@ -13,7 +13,7 @@ use redis::aio::ConnectionLike;
 use seckill_engine::{Event, StreamEntry};
 use seckill_redis::Conn;
 
-use crate::backlog::{Acks, SaleStream, commit, in_flight};
+use crate::backlog::{Acks, SaleStream, commit, in_flight, on_every_replica};
 use crate::config::GROUP;
 use crate::error::{Error, Result};
 use crate::news::{MasterKeys, Told, Topology, read_ledger};
@@ -207,14 +207,18 @@ async fn may_be_idle(conn: &mut Conn, ledger: &str, idle: Duration) -> Result<bo
 /// since the masters changed (its slot moved to a master whose tag is
 /// another): what it was told is delivered nowhere else, as each sale's
 /// group moved past it. Entries another persister read are taken once
-/// idle for `idle`. Answers the events committed and whether the ledger
-/// is empty now.
+/// idle for `idle`. With `replica_wait` (`--durability replica`), what is
+/// read is committed only once every replica has it, as the persister's
+/// reads are: a purchase told there a moment ago may be on the master
+/// alone. Answers the events committed and whether the ledger is empty
+/// now.
 pub(crate) async fn drain_orphan(
     conn: &mut Conn,
     store: &Store,
     ledger: &str,
     me: &str,
     idle: Duration,
+    replica_wait: Option<Duration>,
 ) -> Result<(usize, bool)> {
     let exists: bool = conn.exists(ledger).await?;
     if !exists {
@@ -233,9 +237,14 @@ pub(crate) async fn drain_orphan(
     })?;
     let mut persisted = abandoned_in_ledger(conn, store, &keys, false, me, idle).await?;
     loop {
+        let epoch = conn.epoch();
         let entries = read_ledger(conn, ledger, me, CLAIM_BATCH).await?;
         if entries.is_empty() {
             break;
+        }
+        // Unconfirmed, they stay pending, to be taken over once idle.
+        if let Some(timeout) = replica_wait {
+            on_every_replica(conn, ledger, epoch, timeout).await?;
         }
         persisted += commit_told(conn, store, &keys, false, entries).await?;
     }

@@ -3,11 +3,13 @@
 //! the orders read stay out of SQL, and once it runs again they arrive;
 //! with two replicas and one frozen, the other alone never confirms, not
 //! even once the master has not heard from the frozen one for over two
-//! seconds (a purchase's wait passes over it then). Against a real
+//! seconds (a purchase's wait passes over it then); a ledger left by a
+//! change of masters is drained under the same rule. Against a real
 //! master, its replicas and SQLite.
 
 use std::time::{Duration, Instant};
 
+use redis::AsyncCommands;
 use seckill_engine::{Engine, SaleSpec, Strategy};
 use seckill_orders::{Persister, PersisterConfig, Store};
 use seckill_testkit::RedisServer;
@@ -21,13 +23,25 @@ use common::buy;
 /// left unconfirmed is taken over (and committed without asking again)
 /// once `claim_idle` old.
 struct Rig {
-    _master: RedisServer,
+    master: RedisServer,
     replicas: Vec<RedisServer>,
     engine: Engine,
     store: Store,
     persister: Persister,
     generation: i64,
     _dir: tempfile::TempDir,
+}
+
+/// Persister `consumer`'s settings: housekeeping every 50 ms, a replica
+/// waited for 200 ms, a batch taken over once `claim_idle` old.
+fn config(consumer: &str, claim_idle: Duration) -> PersisterConfig {
+    PersisterConfig {
+        consumer: consumer.to_owned(),
+        claim_idle,
+        housekeeping: Duration::from_millis(50),
+        replica_wait: Some(Duration::from_millis(200)),
+        ..PersisterConfig::default()
+    }
 }
 
 impl Rig {
@@ -38,14 +52,7 @@ impl Rig {
         let store = Store::open(dir.path().join("o.db").to_str().unwrap())
             .await
             .unwrap();
-        let config = PersisterConfig {
-            consumer: "p".to_owned(),
-            claim_idle,
-            housekeeping: Duration::from_millis(50),
-            replica_wait: Some(Duration::from_millis(200)),
-            ..PersisterConfig::default()
-        };
-        let persister = Persister::new(&master.url(), store.clone(), config)
+        let persister = Persister::new(&master.url(), store.clone(), config("p", claim_idle))
             .await
             .unwrap();
         engine
@@ -54,7 +61,7 @@ impl Rig {
             .unwrap();
         let generation = engine.sale("r").await.unwrap().generation as i64;
         Self {
-            _master: master,
+            master,
             replicas,
             engine,
             store,
@@ -161,4 +168,80 @@ async fn with_two_replicas_one_frozen_the_other_alone_never_confirms() {
         "the frozen orders never reached SQL",
     )
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ledger_no_master_names_is_drained_only_once_every_replica_has_it() {
+    // Taken over after 3 s, well after the look below.
+    let claim_idle = Duration::from_secs(3);
+    let mut rig = Rig::start(1, claim_idle).await;
+    rig.buy_ten().await;
+    rig.until_in_sql(10, Duration::from_secs(10), "orders never reached SQL")
+        .await;
+
+    // Armed on the ledger of a tag no master has now, as a slot moved
+    // under a change of masters leaves it, ten purchases are told there
+    // while the replica is frozen.
+    let orphan = "seckill:{news:5}:ledger";
+    let mut conn = rig.engine.connection();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let armed: Option<String> = conn.hget("seckill:{sale:r}:sale", "n").await.unwrap();
+        if armed.is_some() {
+            break;
+        }
+        let _ = rig.persister.round().await;
+        assert!(Instant::now() < deadline, "the sale was never armed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let () = conn
+        .hset(
+            "seckill:{sale:r}:sale",
+            "n",
+            format!("{orphan} persister 30"),
+        )
+        .await
+        .unwrap();
+    rig.replicas[0].pause().unwrap();
+    rig.buy_ten().await;
+    let told: u64 = conn.xlen(orphan).await.unwrap();
+    assert_eq!(told, 10);
+
+    // A persister's start finds the ledger and reads it, but commits
+    // nothing the replica lacks.
+    let mut heir = Persister::new(
+        &rig.master.url(),
+        rig.store.clone(),
+        config("heir", claim_idle),
+    )
+    .await
+    .unwrap();
+    let looked = Instant::now();
+    for _ in 0..5 {
+        let _ = heir.round().await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        looked.elapsed() < claim_idle,
+        "the look took {:?}: the reads may be taken over already",
+        looked.elapsed()
+    );
+    assert_eq!(rig.in_sql().await, 10, "committed what no replica had");
+    let pending: (u64, Option<String>, Option<String>, redis::Value) = redis::cmd("XPENDING")
+        .arg(orphan)
+        .arg(seckill_orders::GROUP)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(pending.0, 10, "the ledger was not read");
+
+    // Running again, the replica has them; the reads left pending are
+    // taken over once idle, and the ledger drained.
+    rig.replicas[0].resume().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while rig.in_sql().await < 20 {
+        let _ = heir.round().await;
+        assert!(Instant::now() < deadline, "the ledger was never drained");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

@@ -190,6 +190,7 @@ impl Inner {
                 &orphan,
                 &self.config.consumer,
                 self.config.claim_idle,
+                self.config.replica_wait,
             )
             .await
             {
