@@ -1,7 +1,9 @@
 //! What is not yet in SQL: the entries of a sale's stream no persister has
 //! committed (an entry holds one order event or, from `coalesced`, many),
 //! and waiting for them to be. The persister, the audit and
-//! the tools that wait for a drain all count the same way, here.
+//! the tools that wait for a drain all count the same way, here; and how
+//! what was read gets there: `commit`, after `on_every_replica` under
+//! `--durability replica`.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};

@@ -58,12 +58,13 @@ pub struct PersisterConfig {
     /// read, on the connection that read; replication is ordered, so a
     /// replica that has the read has the purchases before it). Stricter
     /// than a purchase's wait, which passes over a replica unheard for two
-    /// seconds: SQL must never keep what a promoted replica lacks, and a
-    /// frozen replica only delays commits here, until the take-over. A purchase its master answered and a replica lacked, lost
-    /// with the master in a failover that promoted that replica,
-    /// then never reaches SQL either. A read left unconfirmed stays
-    /// pending and is taken over once `claim_idle` old, then committed
-    /// without asking again: a replica that far behind is not waited for.
+    /// seconds, so that SQL does not keep what a promoted replica lacks. A
+    /// purchase its master answered and a replica lacked, lost with the
+    /// master in a failover that promoted that replica, then never reaches
+    /// SQL either. A read left unconfirmed stays pending and is taken over
+    /// once `claim_idle` old, then committed without asking again: a
+    /// replica that far behind is not waited for, so the promise holds for
+    /// `claim_idle`, and a frozen replica delays commits that long.
     /// Set by `--durability replica`; `None` (the default) commits at once.
     pub replica_wait: Option<Duration>,
 }

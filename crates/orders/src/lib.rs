@@ -14,7 +14,8 @@
 //!   crate's Lua library and the background tasks' fixed pauses.
 //! - `work`: what a persister knows and has left to do (bookkeeping).
 //! - `backlog`: [`unpersisted`], [`backlog()`] and [`wait_drained`]: what is
-//!   not yet in SQL, and how long it has waited.
+//!   not yet in SQL, and how long it has waited; committing what was read
+//!   (after the replica wait of `--durability replica`).
 //! - `news`: each master's signal keys (ledger, news set, persisters' marks, due
 //!   index), which let the background tasks below wake for what happened
 //!   instead of asking every sale.

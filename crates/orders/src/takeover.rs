@@ -242,9 +242,13 @@ pub(crate) async fn drain_orphan(
         if entries.is_empty() {
             break;
         }
-        // Unconfirmed, they stay pending, to be taken over once idle.
-        if let Some(timeout) = replica_wait {
-            on_every_replica(conn, ledger, epoch, timeout).await?;
+        // Unconfirmed, they stay pending, to be taken over once idle; what
+        // was committed before still counts.
+        if let Some(timeout) = replica_wait
+            && let Err(e) = on_every_replica(conn, ledger, epoch, timeout).await
+        {
+            tracing::warn!(ledger, error = %e, "what was read from a ledger left by a change of masters waits for the replicas");
+            return Ok((persisted, false));
         }
         persisted += commit_told(conn, store, &keys, false, entries).await?;
     }

@@ -172,8 +172,8 @@ async fn with_two_replicas_one_frozen_the_other_alone_never_confirms() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ledger_no_master_names_is_drained_only_once_every_replica_has_it() {
-    // Taken over after 3 s, well after the look below.
-    let claim_idle = Duration::from_secs(3);
+    // Taken over after 8 s, well after the look below.
+    let claim_idle = Duration::from_secs(8);
     let mut rig = Rig::start(1, claim_idle).await;
     rig.buy_ten().await;
     rig.until_in_sql(10, Duration::from_secs(10), "orders never reached SQL")

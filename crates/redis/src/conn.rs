@@ -1,6 +1,7 @@
 //! [`Conn`]: the connection every crate above takes, to one server, a
 //! cluster or the master the sentinels name, used as any redis-rs async
-//! connection.
+//! connection; and [`Replicas`], which replicas its confirmation that a
+//! write is kept (`WAIT`) counts.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,7 +12,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{
     MultipleNodeRoutingInfo, ResponsePolicy, Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr,
 };
-use redis::{Cmd, Pipeline, RedisError, RedisFuture, RedisResult, Value};
+use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
 
 use crate::sentinel::Following;
 
@@ -175,10 +176,10 @@ impl Conn {
         Ok(acked >= replicas && self.epoch() == epoch)
     }
 
-    /// Sends `cmd` where a command on `key` runs. Its failures raise the epoch as those of any request do: the
-    /// client reconnects after one, and a `WAIT` sent on the new
-    /// connection, on the same server, would confirm none of the old one's
-    /// writes.
+    /// Sends `cmd` where a command on `key` runs. A failure on a broken
+    /// connection raises the epoch, as one of any request does: the client
+    /// reconnects after it, and a `WAIT` sent on the new connection, to the
+    /// same server, would confirm none of the old one's writes.
     async fn on_master_of(&mut self, cmd: Cmd, key: &[u8]) -> RedisResult<Value> {
         let answer = match &mut self.inner {
             Inner::Server(c) => cmd.query_async(c).await,
@@ -192,9 +193,7 @@ impl Conn {
                 .await
             }
         };
-        if answer.as_ref().is_err_and(broken) {
-            self.epoch.fetch_add(1, Ordering::SeqCst);
-        }
+        raise_if_broken(&self.epoch, &answer);
         answer
     }
 }
@@ -207,10 +206,14 @@ impl From<ConnectionManager> for Conn {
     }
 }
 
-/// Whether `e` says the connection broke, so the next request goes on
-/// another one.
-fn broken(e: &RedisError) -> bool {
-    e.is_io_error() || e.is_unrecoverable_error() || e.is_timeout()
+/// Raises `epoch` (see [`Conn::epoch`]) if `answer` says the connection
+/// broke, so the next request goes on another one.
+fn raise_if_broken<T>(epoch: &AtomicU64, answer: &RedisResult<T>) {
+    if let Err(e) = answer
+        && (e.is_io_error() || e.is_unrecoverable_error() || e.is_timeout())
+    {
+        epoch.fetch_add(1, Ordering::SeqCst);
+    }
 }
 
 impl ConnectionLike for Conn {
@@ -223,9 +226,7 @@ impl ConnectionLike for Conn {
         };
         Box::pin(async move {
             let answer = sent.await;
-            if answer.as_ref().is_err_and(broken) {
-                epoch.fetch_add(1, Ordering::SeqCst);
-            }
+            raise_if_broken(&epoch, &answer);
             answer
         })
     }
@@ -244,9 +245,7 @@ impl ConnectionLike for Conn {
         };
         Box::pin(async move {
             let answer = sent.await;
-            if answer.as_ref().is_err_and(broken) {
-                epoch.fetch_add(1, Ordering::SeqCst);
-            }
+            raise_if_broken(&epoch, &answer);
             answer
         })
     }
@@ -276,13 +275,10 @@ pub enum Replicas {
     /// Every one the master lists online, however long unheard: one frozen
     /// holds every confirmation until it runs again or the master drops
     /// it. For what is written elsewhere on the strength of it (the orders
-    /// persister's SQL), which must never hold what a promoted replica
-    /// lacks. Counted as the purchases' [`Replicas::InTouch`] are, a
-    /// replica unheard for just over two seconds may be waited for by a
-    /// purchase (refused when the master dies) and not by the persister
-    /// that read it a moment later, which then commits it: the likeliest
-    /// way drill 21 once found 8 orders in SQL that the promoted replica
-    /// lacked.
+    /// persister's SQL), which must not hold what a promoted replica
+    /// lacks: counted as purchases are, a replica unheard for just over
+    /// two seconds may be waited for by a purchase (refused when the
+    /// master dies) and not by the persister that reads it a moment later.
     Online,
 }
 
@@ -320,19 +316,24 @@ const REPLICA_SILENCE: i64 = 2;
 mod tests {
     use super::Replicas;
 
+    const INFO: &str = "# Replication\r\nrole:master\r\nconnected_slaves:5\r\n\
+        slave0:ip=127.0.0.1,port=7001,state=online,offset=10,lag=0\r\n\
+        slave1:ip=127.0.0.1,port=7002,state=online,offset=10,lag=2\r\n\
+        slave2:ip=127.0.0.1,port=7003,state=online,offset=9,lag=3\r\n\
+        slave3:ip=127.0.0.1,port=7004,state=wait_bgsave,offset=0,lag=0\r\n\
+        slave4:ip=127.0.0.1,port=7005,state=online,offset=10,lag=-1\r\n\
+        master_failover_state:no-failover\r\nmaster_repl_offset:10\r\n";
+    const NONE: &str = "# Replication\r\nrole:master\r\nconnected_slaves:0\r\n";
+
     #[test]
-    fn replicas_in_touch_are_those_online_and_heard_from_lately_online_ones_all() {
-        let info = "# Replication\r\nrole:master\r\nconnected_slaves:5\r\n\
-            slave0:ip=127.0.0.1,port=7001,state=online,offset=10,lag=0\r\n\
-            slave1:ip=127.0.0.1,port=7002,state=online,offset=10,lag=2\r\n\
-            slave2:ip=127.0.0.1,port=7003,state=online,offset=9,lag=3\r\n\
-            slave3:ip=127.0.0.1,port=7004,state=wait_bgsave,offset=0,lag=0\r\n\
-            slave4:ip=127.0.0.1,port=7005,state=online,offset=10,lag=-1\r\n\
-            master_failover_state:no-failover\r\nmaster_repl_offset:10\r\n";
-        assert_eq!(Replicas::InTouch.count(info), 3);
-        assert_eq!(Replicas::Online.count(info), 4);
-        let none = "# Replication\r\nrole:master\r\nconnected_slaves:0\r\n";
-        assert_eq!(Replicas::InTouch.count(none), 0);
-        assert_eq!(Replicas::Online.count(none), 0);
+    fn replicas_in_touch_are_those_online_and_heard_from_lately() {
+        assert_eq!(Replicas::InTouch.count(INFO), 3);
+        assert_eq!(Replicas::InTouch.count(NONE), 0);
+    }
+
+    #[test]
+    fn replicas_online_are_all_those_online_however_long_unheard() {
+        assert_eq!(Replicas::Online.count(INFO), 4);
+        assert_eq!(Replicas::Online.count(NONE), 0);
     }
 }

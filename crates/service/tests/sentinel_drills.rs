@@ -105,7 +105,7 @@ async fn drill_21_sigkill_of_the_master_under_sentinel_with_replica_durability()
     // failure says which side of it the lost purchases were on.
     let mut sql_only_bought = Vec::new();
     for id in &sql_only {
-        if let Some(order) = store.order(id).await.unwrap() {
+        if let Ok(Some(order)) = store.order(id).await {
             sql_only_bought.push(order.created_ms - killed_ms);
         }
     }
@@ -152,6 +152,8 @@ async fn drill_21_sigkill_of_the_master_under_sentinel_with_replica_durability()
     );
 }
 
+/// Milliseconds since the Unix epoch, as SQL keeps an order's purchase
+/// time.
 fn unix_ms() -> i64 {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
     now.map_or(0, |d| d.as_millis() as i64)
