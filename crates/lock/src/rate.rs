@@ -168,7 +168,8 @@ impl RateLimits {
             name: name.to_owned(),
             key: format!("{}:rate:{{{name}}}", self.prefix).into(),
             rate,
-            interval_us: format!("{:.6}", 1e6 / rate.per_second).into(),
+            // Rounded up: a shorter interval would admit more than the rate.
+            interval_us: format!("{:.6}", (1e12 / rate.per_second).ceil() / 1e6).into(),
         })
     }
 

@@ -146,3 +146,32 @@ async fn no_key_is_left_once_leases_end() {
         left.len()
     );
 }
+
+/// The message that the latch opened is lost, and the latch is set again
+/// before the waiter re-checks: the waiter still wakes, by the re-check
+/// (which finds that the opening forgot it), not at its timeout.
+async fn a_waiter_told_nothing_wakes_though_the_latch_was_set_again(rig: Rig) {
+    let locks = rig.locks().await;
+    let latch = locks.latch("again").unwrap();
+    latch.try_set_count(1).await.unwrap();
+    let waiter = {
+        let latch = latch.clone();
+        tokio::spawn(async move {
+            latch.wait(Duration::from_secs(5)).await.unwrap();
+            Instant::now()
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(rig.kill_pubsub().await, 1, "one subscription per client");
+    let opened = Instant::now();
+    latch.count_down().await.unwrap();
+    assert!(latch.try_set_count(3).await.unwrap(), "open, so set again");
+    let woke = waiter.await.unwrap();
+    assert!(
+        woke - opened <= RECHECK + Duration::from_millis(100),
+        "{:?}",
+        woke - opened
+    );
+}
+
+on_both!(a_waiter_told_nothing_wakes_though_the_latch_was_set_again);

@@ -298,3 +298,56 @@ async fn rate_calls(rig: &Rig) -> u64 {
     }
     calls
 }
+
+/// Decisions on a limiter whose interval has a fraction (900,000 a second:
+/// 1.111112 µs, rounded up), taken at one instant in one call of the function: exactly
+/// the burst is admitted. A TAT kept as absolute µs, a double stepping by
+/// 0.25 µs at today's clock, added 1.0 per cell and admitted 111 of 100.
+#[tokio::test]
+async fn an_interval_with_a_fraction_admits_exactly_the_burst() {
+    let server = RedisServer::start().unwrap();
+    let locks = common::connect(&server.url()).await;
+    let limiter = locks
+        .rate_limiter("fraction", Rate::per_second(900_000.0).burst(100))
+        .unwrap();
+    // Loads the library; this cell is long refilled before the call below.
+    limiter.take(1).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let mut conn = common::client(&server.url())
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let list: redis::Value = redis::cmd("FUNCTION")
+        .arg("LIST")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let rate = words(&list)
+        .into_iter()
+        .find(|name| name.starts_with("rate_"))
+        .expect("the rate function is loaded");
+    let mut call = redis::cmd("FCALL");
+    call.arg(&rate)
+        .arg(1)
+        .arg("seckill-test:rate:{fraction-direct}");
+    for _ in 0..200 {
+        call.arg(1).arg("1.111112").arg(100).arg(1);
+    }
+    let answer: Vec<i64> = call.query_async(&mut conn).await.unwrap();
+    let admitted: i64 = answer[..answer.len() - 1].chunks(4).map(|d| d[0]).sum();
+    assert_eq!(admitted, 100);
+}
+
+/// Every string in a reply, however nested.
+fn words(v: &redis::Value) -> Vec<String> {
+    match v {
+        redis::Value::BulkString(b) => vec![String::from_utf8_lossy(b).into_owned()],
+        redis::Value::SimpleString(s) => vec![s.clone()],
+        redis::Value::Array(items) => items.iter().flat_map(words).collect(),
+        redis::Value::Map(items) => items
+            .iter()
+            .flat_map(|(k, v)| words(k).into_iter().chain(words(v)))
+            .collect(),
+        _ => Vec::new(),
+    }
+}

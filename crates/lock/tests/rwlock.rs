@@ -217,3 +217,51 @@ async fn a_waiting_writer_is_handed_the_lock(rig: Rig) {
 }
 
 on_both!(a_waiting_writer_is_handed_the_lock);
+
+/// 1,500 readers waiting behind a writer, all served by its release with
+/// the messages lost: each finds its grant by its re-check, however many
+/// readers hold (past 128 their set is a hash table, scanned a page at a
+/// time), and none takes a second one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_readers_served_unheard_find_their_grants() {
+    const READERS: usize = 1_500;
+    let server = RedisServer::start().unwrap();
+    let locks = common::connect(&server.url()).await;
+    let rw = locks.rwlock("many").unwrap().lease(Duration::from_secs(20));
+    let writer = rw.try_write().await.unwrap().expect("free");
+    let readers: Vec<_> = (0..READERS)
+        .map(|_| {
+            let rw = rw.clone();
+            tokio::spawn(async move { rw.read(Duration::from_secs(15)).await.unwrap() })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let mut conn = seckill_redis::Target::server(&server.url())
+        .connect()
+        .await
+        .unwrap();
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(killed, 1);
+    writer.release().await.unwrap();
+    let mut guards = Vec::new();
+    for reader in readers {
+        guards.push(reader.await.unwrap());
+    }
+    let keys = common::live_keys(&server.url()).await;
+    let readers_key = keys
+        .iter()
+        .find(|k| k.contains("many") && k.ends_with(":readers"))
+        .unwrap_or_else(|| panic!("no readers key among {keys:?}"));
+    let held: usize = redis::cmd("ZCARD")
+        .arg(readers_key)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(held, READERS, "a reader holds twice");
+}

@@ -347,3 +347,97 @@ async fn on_a_cluster_permits_survive_a_failover_once_replicated() {
     waiter.await.unwrap();
     drop((held, cluster));
 }
+
+/// A waiter alone in the queue, re-checking (which takes its entry out
+/// and puts it back when it still does not fit), keeps the queue alive as
+/// long as it waits: no key without an expiry (one that would stay for
+/// good if every client died), and a later waiter that gives up sooner
+/// does not take the queue with it.
+async fn a_lone_waiter_keeps_the_queue_as_long_as_it_waits(rig: Rig) {
+    let locks = rig.locks().await;
+    let sem = locks
+        .semaphore("lone", 1)
+        .unwrap()
+        .lease(Duration::from_secs(10));
+    let held = sem.try_acquire(1).await.unwrap().unwrap();
+    let waiter = {
+        let sem = sem.clone();
+        tokio::spawn(async move { sem.acquire(1, Duration::from_secs(6)).await.unwrap() })
+    };
+    // It has re-checked at least once.
+    tokio::time::sleep(RECHECK * 2).await;
+    let ttls = |least: i64| {
+        let rig = &rig;
+        async move {
+            let mut conn = common::target(&rig.spec()).connect().await.unwrap();
+            for key in rig.live_keys().await {
+                let ttl: i64 = redis::cmd("PTTL")
+                    .arg(&key)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                assert!(ttl > least, "{key}: expires in {ttl} ms");
+            }
+        }
+    };
+    ttls(0).await;
+    let e = sem
+        .acquire(1, Duration::from_millis(100))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::Timeout { .. }), "{e}");
+    // Past the later waiter's wait and its margin: the lone waiter's
+    // queue still has most of its 6 s to live.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    ttls(2_000).await;
+    held.into_iter().next().unwrap().release().await.unwrap();
+    let started = Instant::now();
+    waiter.await.unwrap();
+    assert!(started.elapsed() < Duration::from_millis(200));
+}
+
+on_both!(a_lone_waiter_keeps_the_queue_as_long_as_it_waits);
+
+/// A number of permits set live lasts as long as the permits a release
+/// hands on: lowered to 1, then a waiter served by a release holds past
+/// the setting's own lease, and another client (whose own number is 5)
+/// still gets none while it holds.
+async fn a_live_number_lasts_as_long_as_the_permits_handed_on(rig: Rig) {
+    let lease = Duration::from_millis(1_000);
+    let locks = rig.locks().await;
+    let sem = locks
+        .semaphore("kept", 5)
+        .unwrap()
+        .lease(lease)
+        .watchdog(false);
+    sem.set_permits(1).await.unwrap();
+    let held = sem.try_acquire(1).await.unwrap().unwrap();
+    let waiter = {
+        let sem = sem.clone();
+        tokio::spawn(async move { sem.acquire(1, Duration::from_millis(600)).await.unwrap() })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    held.into_iter().next().unwrap().release().await.unwrap();
+    let served = Instant::now();
+    let permits = waiter.await.unwrap();
+    // The waiter holds until `served` + 1 s; the setting was kept, when
+    // it was set and when the waiter queued, for about 1.2 s from the start.
+    tokio::time::sleep(Duration::from_millis(800).saturating_sub(served.elapsed())).await;
+    let other = rig
+        .locks()
+        .await
+        .semaphore("kept", 5)
+        .unwrap()
+        .lease(lease)
+        .watchdog(false);
+    let got = other.try_acquire(1).await.unwrap();
+    assert!(
+        served.elapsed() < lease,
+        "too slow to tell: {:?}",
+        served.elapsed()
+    );
+    assert!(got.is_none(), "a second permit beside the one handed on");
+    drop(permits);
+}
+
+on_both!(a_live_number_lasts_as_long_as_the_permits_handed_on);

@@ -52,10 +52,20 @@ local function held(token, kind, ms)
     end
     return nil
   end
-  local found = redis.call('ZSCAN', KEYS[1], 0, 'MATCH', token .. ':*', 'COUNT', 1000)[2]
-  if found[1] and tonumber(found[2]) > ms then
-    return tonumber(string.sub(found[1], #token + 2)), tonumber(found[2]) - ms
-  end
+  -- One page holds every reader while they are few (a listpack); past
+  -- 128, the scan goes on to its end or the token's grant.
+  local cursor = '0'
+  repeat
+    local page = redis.call('ZSCAN', KEYS[1], cursor, 'MATCH', token .. ':*', 'COUNT', 1000)
+    local found = page[2]
+    if found[1] then
+      if tonumber(found[2]) > ms then
+        return tonumber(string.sub(found[1], #token + 2)), tonumber(found[2]) - ms
+      end
+      return nil
+    end
+    cursor = page[1]
+  until cursor == '0'
   return nil
 end
 

@@ -65,14 +65,27 @@ end
 -- `default` only once someone waits. Answers whether nobody waits.
 -- Costs one call with nobody waiting; a permit handed on costs LPOP,
 -- ZCARD, HDEL (which answers whether the waiter is still there), the
--- grant and PUBLISH. With every permit held nobody fits: the oldest waiter
--- is put back (LPUSH) after one look.
+-- grant and PUBLISH (+PTTL twice and PEXPIRE to keep a live limit). With
+-- every permit held nobody fits: the oldest waiter is put back (LPUSH)
+-- after one look (+PTTL and PEXPIRE when it was the only one).
 local function handoff(now, lim, default)
   local entry = redis.call('LPOP', KEYS[2])
   if not entry then
     return true
   end
-  lim = lim or limit(default)
+  -- Read here, a live limit must outlive the grants made here (the callers
+  -- that pass `lim` keep it themselves): else it could end while they hold,
+  -- and a caller's own number of permits be granted beside them.
+  local live, granted = false, false
+  if not lim then
+    lim, live = limit(default)
+  end
+  local function done(nobody_waits)
+    if live and granted then
+      keep_limit()
+    end
+    return nobody_waits
+  end
   local held = redis.call('ZCARD', KEYS[1])
   while true do
     -- The numbers first: a pattern that backtracks over the channel costs
@@ -91,20 +104,26 @@ local function handoff(now, lim, default)
       redis.call('HDEL', KEYS[3], token)
     elseif held + need > lim then
       if redis.call('HEXISTS', KEYS[3], token) == 1 then
-        redis.call('LPUSH', KEYS[2], entry)
-        return false
+        -- Its LPOP took the queue's last entry, so the key and its expiry
+        -- went: back, it must live as long as the waiter does (else a later
+        -- waiter's keep_queue, seeing no expiry, would cut it short).
+        if redis.call('LPUSH', KEYS[2], entry) == 1 then
+          redis.call('PEXPIRE', KEYS[2], math.max(redis.call('PTTL', KEYS[3]), tonumber(deadline) - now))
+        end
+        return done(false)
       end
     elseif redis.call('HDEL', KEYS[3], token) == 1 then
       grant(token, need, tonumber(lease), now, held)
+      granted = true
       held = held + need
       redis.call('PUBLISH', channel, token .. ':' .. need)
       if held >= lim then
-        return false
+        return done(false)
       end
     end
     entry = redis.call('LPOP', KEYS[2])
     if not entry then
-      return true
+      return done(true)
     end
   end
 end
