@@ -317,14 +317,8 @@ async fn an_interval_with_a_fraction_admits_exactly_the_burst() {
         .get_multiplexed_async_connection()
         .await
         .unwrap();
-    let list: redis::Value = redis::cmd("FUNCTION")
-        .arg("LIST")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    let rate = words(&list)
-        .into_iter()
-        .find(|name| name.starts_with("rate_"))
+    let rate = seckill_testkit::function_named(server.port(), "rate_")
+        .unwrap()
         .expect("the rate function is loaded");
     let mut call = redis::cmd("FCALL");
     call.arg(&rate)
@@ -336,18 +330,4 @@ async fn an_interval_with_a_fraction_admits_exactly_the_burst() {
     let answer: Vec<i64> = call.query_async(&mut conn).await.unwrap();
     let admitted: i64 = answer[..answer.len() - 1].chunks(4).map(|d| d[0]).sum();
     assert_eq!(admitted, 100);
-}
-
-/// Every string in a reply, however nested.
-fn words(v: &redis::Value) -> Vec<String> {
-    match v {
-        redis::Value::BulkString(b) => vec![String::from_utf8_lossy(b).into_owned()],
-        redis::Value::SimpleString(s) => vec![s.clone()],
-        redis::Value::Array(items) => items.iter().flat_map(words).collect(),
-        redis::Value::Map(items) => items
-            .iter()
-            .flat_map(|(k, v)| words(k).into_iter().chain(words(v)))
-            .collect(),
-        _ => Vec::new(),
-    }
 }

@@ -247,3 +247,74 @@ async fn a_ledger_no_master_names_any_more_is_drained() {
     .await;
     assert_persisted(engine, store, "o", 3).await;
 }
+
+/// Acknowledging ids this ledger's group never delivered (read from a
+/// master that has since failed over) trims nothing it has not delivered:
+/// with nothing pending, the ledger is cut after the last entry the group
+/// delivered, not after the last id acknowledged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledging_ids_never_delivered_here_keeps_what_is_unread() {
+    let rig = rig().await;
+    let (server, engine, store) = (&rig.server, &rig.engine, &rig.store);
+    engine.create_sale(&SaleSpec::new("t", 10)).await.unwrap();
+    // A round loads the persister's functions and makes its group.
+    let mut persister = Persister::new(&server.url(), store.clone(), config("p"))
+        .await
+        .unwrap();
+    persister.round().await.unwrap();
+    let done = seckill_testkit::function_named(server.port(), "ledger_done_")
+        .unwrap()
+        .expect("ledger_done is loaded");
+    // A ledger of the same master's tag whose group delivered one entry
+    // of two: the second, below the id acknowledged, is still to be read.
+    let ledger = "seckill:{news:0}:ledger-drill";
+    let mut conn = engine.connection();
+    let () = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg(ledger)
+        .arg("persister")
+        .arg("0")
+        .arg("MKSTREAM")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    for id in ["100-1", "150-1"] {
+        let _: String = conn.xadd(ledger, id, &[("s", "x")]).await.unwrap();
+    }
+    let _: redis::Value = redis::cmd("XREADGROUP")
+        .arg("GROUP")
+        .arg("persister")
+        .arg("c")
+        .arg("COUNT")
+        .arg(1)
+        .arg("STREAMS")
+        .arg(ledger)
+        .arg(">")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let _: i64 = conn.xack(ledger, "persister", &["100-1"]).await.unwrap();
+    let acked: i64 = redis::cmd("FCALL")
+        .arg(&done)
+        .arg(3)
+        .arg(ledger)
+        .arg(DUE)
+        .arg(NEWS)
+        .arg("persister")
+        .arg(0)
+        .arg(0)
+        .arg("200-0")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(acked, 0, "200-0 was never delivered here");
+    let left: Vec<(String, Vec<(String, String)>)> = redis::cmd("XRANGE")
+        .arg(ledger)
+        .arg("-")
+        .arg("+")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let ids: Vec<&str> = left.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(ids, ["150-1"], "the unread entry is kept, the read one cut");
+}

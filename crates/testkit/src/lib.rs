@@ -19,7 +19,7 @@
 //!   sentinels watching them, for failover drills under Sentinel.
 //! - `redis_cli`: one command to a node through `redis-cli`, and the
 //!   waits the rigs build on it; [`commandstats_calls`], calls counted by
-//!   `INFO commandstats`.
+//!   `INFO commandstats`; [`function_named`], a loaded function's full name.
 //!
 //! ```no_run
 //! let server = seckill_testkit::RedisServer::start().unwrap();
@@ -41,6 +41,6 @@ pub use certs::Certs;
 pub use cluster::RedisCluster;
 pub use mariadb::MariaServer;
 pub use postgres::PgServer;
-pub use redis_cli::commandstats_calls;
+pub use redis_cli::{commandstats_calls, function_named};
 pub use sentinel::{RedisSentinels, SentinelOptions};
 pub use server::{Fsync, Options, RedisServer};

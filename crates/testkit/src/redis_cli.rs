@@ -53,6 +53,22 @@ pub(crate) fn settle_or_fail(deadline: Instant, what: &str) -> io::Result<()> {
     Ok(())
 }
 
+/// The full name of the function loaded on node `port` whose name starts
+/// with `prefix` (a library's functions carry its version: `rate_1a2b…`),
+/// for tests that call one directly.
+///
+/// ```no_run
+/// let server = seckill_testkit::RedisServer::start().unwrap();
+/// let name = seckill_testkit::function_named(server.port(), "rate_").unwrap();
+/// ```
+pub fn function_named(port: u16, prefix: &str) -> io::Result<Option<String>> {
+    Ok(cli(port, &["function", "list"])?
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with(prefix))
+        .map(str::to_owned))
+}
+
 /// Calls counted in an `INFO commandstats` answer, of `command` alone
 /// (lower case, as Redis names it: `"fcall"`) or of every command.
 ///

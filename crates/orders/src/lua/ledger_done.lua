@@ -8,8 +8,8 @@
 -- ARGV: group, D, B, then D pairs (pay-by ms, sale hash key), B busy sale
 --       hash keys, then the ids committed.
 -- Returns how many were acknowledged.
--- Cost: XACK, XPENDING (its summary) and XTRIM, whatever the number of
--- sales; one ZADD per 1,000 dues; per busy sale HDEL and SADD.
+-- Cost: XACK, XPENDING (its summary), XINFO GROUPS when nothing is
+-- pending, and XTRIM, whatever the number of sales; one ZADD per 1,000 dues; per busy sale HDEL and SADD.
 local group, d, b = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 -- One ZADD per 1,000 pairs (inside Lua's unpack limit), not one each. LT:
 -- a sale stays filed under the earliest time, as acknowledgements may
@@ -35,10 +35,22 @@ local floor
 if pending[1] > 0 then
   floor = pending[2]
 else
-  -- Nothing pending: every entry delivered is acknowledged, and those not
-  -- delivered yet come after the last one acknowledged here.
-  local last = ARGV[#ARGV]
-  local ms, seq = string.match(last, '^(%d+)-(%d+)$')
+  -- Nothing pending: every entry delivered to the group is acknowledged,
+  -- and those not delivered yet come after the last one it delivered. Not
+  -- after the last acknowledged here: ids read from a master that has
+  -- since failed over were never delivered on this one, which may hold
+  -- entries below them still to be read.
+  local last
+  for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
+    local fields = {}
+    for i = 1, #g, 2 do
+      fields[g[i]] = g[i + 1]
+    end
+    if fields['name'] == group then
+      last = fields['last-delivered-id']
+    end
+  end
+  local ms, seq = string.match(last or '0-0', '^(%d+)-(%d+)$')
   floor = ms .. '-' .. string.format('%d', tonumber(seq) + 1)
 end
 redis.call('XTRIM', KEYS[1], 'MINID', floor)
