@@ -26,7 +26,11 @@ impl Locks {
         Ok(Latch {
             locks: self.clone(),
             name: name.to_owned(),
-            keys: [format!("{base}:count"), format!("{base}:waiters")],
+            keys: [
+                format!("{base}:count"),
+                format!("{base}:waiters"),
+                format!("{base}:counted"),
+            ],
             lease: DEFAULT_LEASE,
         })
     }
@@ -52,7 +56,7 @@ pub struct Latch {
     locks: Locks,
     name: String,
     /// count, waiters: the order every script expects.
-    keys: [String; 2],
+    keys: [String; 3],
     lease: Duration,
 }
 
@@ -98,7 +102,14 @@ impl Latch {
 
     /// Counts down by one; answers what is left (0: it opened, or was).
     pub async fn count_down(&self) -> Result<u64> {
-        let left: i64 = self.call("latch_count_down", &[]).await?;
+        // A cluster's client may send it twice (Conn::may_resend): a token
+        // has it counted once.
+        let token = if self.locks.single().conn().may_resend() {
+            keys::token()
+        } else {
+            String::new()
+        };
+        let left: i64 = self.call("latch_count_down", &[&token]).await?;
         Ok(u64::try_from(left).unwrap_or(0))
     }
 

@@ -1,7 +1,8 @@
 //! The count-down latch on real servers: waiters woken when the count
 //! reaches zero (by notification, and by the re-check when the
-//! subscription is killed), a count that cannot be set twice, a timeout,
-//! and no key left by latches, finished or abandoned; the first two on a
+//! subscription is killed, the latch set again or not), a count that
+//! cannot be set twice, a timeout, no key left by latches, finished or
+//! abandoned, and a count-down sent twice counted once; the wake-ups on a
 //! cluster too (`on_both!`).
 
 use std::time::{Duration, Instant};
@@ -59,9 +60,12 @@ async fn waiters_wake_when_the_count_reaches_zero(rig: Rig) {
 
 on_both!(waiters_wake_when_the_count_reaches_zero);
 
-async fn a_lost_notification_costs_the_recheck_at_most(rig: Rig) {
+/// A waiter whose message that the latch opened is lost wakes by its
+/// re-check, within it; with `set_again`, the latch is set again before
+/// the waiter looks (the re-check finds that the opening forgot it).
+async fn a_lost_opening_costs_the_recheck_at_most(rig: Rig, name: &str, set_again: bool) {
     let locks = rig.locks().await;
-    let latch = locks.latch("lost").unwrap();
+    let latch = locks.latch(name).unwrap();
     latch.try_set_count(1).await.unwrap();
     let waiter = {
         let latch = latch.clone();
@@ -74,12 +78,19 @@ async fn a_lost_notification_costs_the_recheck_at_most(rig: Rig) {
     assert_eq!(rig.kill_pubsub().await, 1, "one subscription per client");
     let opened = Instant::now();
     latch.count_down().await.unwrap();
+    if set_again {
+        assert!(latch.try_set_count(3).await.unwrap(), "open, so set again");
+    }
     let woke = waiter.await.unwrap();
     assert!(
         woke - opened <= RECHECK + Duration::from_millis(100),
         "{:?}",
         woke - opened
     );
+}
+
+async fn a_lost_notification_costs_the_recheck_at_most(rig: Rig) {
+    a_lost_opening_costs_the_recheck_at_most(rig, "lost", false).await;
 }
 
 on_both!(a_lost_notification_costs_the_recheck_at_most);
@@ -147,31 +158,46 @@ async fn no_key_is_left_once_leases_end() {
     );
 }
 
-/// The message that the latch opened is lost, and the latch is set again
-/// before the waiter re-checks: the waiter still wakes, by the re-check
-/// (which finds that the opening forgot it), not at its timeout.
 async fn a_waiter_told_nothing_wakes_though_the_latch_was_set_again(rig: Rig) {
-    let locks = rig.locks().await;
-    let latch = locks.latch("again").unwrap();
-    latch.try_set_count(1).await.unwrap();
-    let waiter = {
-        let latch = latch.clone();
-        tokio::spawn(async move {
-            latch.wait(Duration::from_secs(5)).await.unwrap();
-            Instant::now()
-        })
-    };
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(rig.kill_pubsub().await, 1, "one subscription per client");
-    let opened = Instant::now();
-    latch.count_down().await.unwrap();
-    assert!(latch.try_set_count(3).await.unwrap(), "open, so set again");
-    let woke = waiter.await.unwrap();
-    assert!(
-        woke - opened <= RECHECK + Duration::from_millis(100),
-        "{:?}",
-        woke - opened
-    );
+    a_lost_opening_costs_the_recheck_at_most(rig, "again", true).await;
 }
 
 on_both!(a_waiter_told_nothing_wakes_though_the_latch_was_set_again);
+
+/// A count-down sent twice with one token (as a cluster's client resends
+/// after a dropped connection) counts once; another token counts again.
+#[tokio::test]
+async fn a_count_down_sent_twice_counts_once() {
+    let server = RedisServer::start().unwrap();
+    let locks = common::connect(&server.url()).await;
+    // Loads the functions.
+    locks.latch("load").unwrap().count_down().await.unwrap();
+    let count_down = seckill_testkit::function_named(server.port(), "latch_count_down_")
+        .unwrap()
+        .expect("latch_count_down is loaded");
+    let mut conn = Target::server(&server.url()).connect().await.unwrap();
+    let keys = ["t:{twice}:count", "t:{twice}:waiters", "t:{twice}:counted"];
+    let () = redis::cmd("SET")
+        .arg(keys[0])
+        .arg(3)
+        .arg("PX")
+        .arg(10_000)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let mut left = Vec::new();
+    for token in ["a", "a", "b", "b", "c", "c"] {
+        let n: i64 = redis::cmd("FCALL")
+            .arg(&count_down)
+            .arg(3)
+            .arg(&keys[..])
+            .arg(token)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        left.push(n);
+    }
+    assert_eq!(left, [2, 2, 1, 1, 0, 0]);
+    // Open, it keeps nothing, the tokens counted included.
+    assert_eq!(common::live_keys(&server.url()).await.len(), 0);
+}
