@@ -108,14 +108,25 @@ async fn in_stream(conn: &mut (impl ConnectionLike + Send + Sync), sale_id: &str
 /// hash names (see `news.rs`) and not yet committed: not yet delivered, or
 /// delivered and still pending; each as the sale's stream holds it, oldest
 /// first. A look over what the ledger holds unacknowledged, for tools and
-/// the audit.
+/// the audit. The ledger is the one the sale is armed with (`n`), else the
+/// last it was (`l`): a sale disarmed as busy may have told more than the
+/// read that found it busy took.
 pub(crate) async fn told(
     conn: &mut (impl ConnectionLike + Send + Sync),
     sale_id: &str,
 ) -> Result<Vec<StreamEntry>> {
     let keys = SaleStream::new(sale_id)?;
-    let armed: Option<String> = conn.hget(&keys.sale, "n").await?;
-    let Some(ledger) = armed.as_deref().and_then(|n| n.split(' ').next()) else {
+    let (armed, last): (Option<String>, Option<String>) = redis::cmd("HMGET")
+        .arg(&keys.sale)
+        .arg("n")
+        .arg("l")
+        .query_async(conn)
+        .await?;
+    let Some(ledger) = armed
+        .as_deref()
+        .and_then(|n| n.split(' ').next())
+        .or(last.as_deref())
+    else {
         return Ok(Vec::new());
     };
     let mut entries: Vec<StreamEntry> = Vec::new();

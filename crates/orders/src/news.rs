@@ -4,7 +4,9 @@
 //! - `seckill:{news:<tag>}:ledger`: the ledger, a stream of the events of
 //!   every armed sale of the master. A persister that read a sale's stream
 //!   to its end arms it: it writes `"<ledger> <group> <payment timeout>"`
-//!   into the sale hash's field `n`. From then on the engine's scripts
+//!   into the sale hash's field `n` (and the ledger alone into `l`, which
+//!   stays when a busy sale is disarmed, for `backlog.rs` to count what
+//!   it told and nobody read yet). From then on the engine's scripts
 //!   write each entry they append to the sale's stream to the ledger too,
 //!   as `{ sale hash key, "<entry id> <timeout>", event … }`, and move the
 //!   sale's consumer group past it, and write a settlement to the ledger

@@ -318,3 +318,41 @@ async fn acknowledging_ids_never_delivered_here_keeps_what_is_unread() {
     let ids: Vec<&str> = left.iter().map(|(id, _)| id.as_str()).collect();
     assert_eq!(ids, ["150-1"], "the unread entry is kept, the read one cut");
 }
+
+/// A sale disarmed as busy while part of what it told is still unread in
+/// the ledger: that part is counted as not yet persisted (the sale's hash
+/// still names its ledger), so waiting for the sale to drain waits for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sale_disarmed_with_entries_still_in_the_ledger_counts_them() {
+    let rig = rig().await;
+    let (server, engine, store) = (&rig.server, &rig.engine, &rig.store);
+    engine
+        .create_sale(&SaleSpec::new("hot", 1_000))
+        .await
+        .unwrap();
+    let config = seckill_orders::PersisterConfig {
+        batch: 50,
+        ..config("p")
+    };
+    let mut persister = Persister::new(&server.url(), store.clone(), config)
+        .await
+        .unwrap();
+    rounds_until(&mut persister, || async {
+        armed(engine, "hot").await.is_some()
+    })
+    .await;
+    assert_eq!(buy(engine, Strategy::Atomic, "hot", 100).await.len(), 100);
+    // One read of the ledger takes 50 of the 100 told: busy, disarmed.
+    persister.round().await.unwrap();
+    assert_eq!(armed(engine, "hot").await, None, "busy: disarmed");
+    let mut conn = engine.connection();
+    let generation = engine.sale("hot").await.unwrap().generation as i64;
+    let in_sql = store.orders("hot", generation).await.unwrap().len() as u64;
+    assert!(in_sql < 100, "{in_sql} in SQL after one read of 50");
+    assert_eq!(unpersisted(&mut conn, "hot").await.unwrap(), 100 - in_sql);
+    rounds_until(&mut persister, || async {
+        unpersisted(&mut engine.connection(), "hot").await.unwrap() == 0
+    })
+    .await;
+    assert_persisted(engine, store, "hot", 100).await;
+}

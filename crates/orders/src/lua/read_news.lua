@@ -104,9 +104,11 @@ for _, sale in ipairs(sales) do
     elseif timeout then
       -- Read to its end: what is appended next is told in the ledger
       -- (see tell, prelude.lua), written only when it changed.
+      -- `l` names the ledger after a busy sale is disarmed too: what it
+      -- told may still wait there (backlog.rs counts it).
       local armed = KEYS[3] .. ' ' .. group .. ' ' .. timeout
       if m[2] ~= armed then
-        redis.call('HSET', sale, 'n', armed)
+        redis.call('HSET', sale, 'n', armed, 'l', KEYS[3])
       end
       -- An atomic purchase looks at `n` only once it finds 'q' absent
       -- (purchase.lua).
