@@ -5,7 +5,9 @@
 //! Every queue script answers alike: `{1, fence, ms left of the lease}`
 //! when granted, `{0, ms until a holder's lease ends or -1}` while
 //! waiting, `{-1, 0}` when the waiter is neither queued nor holding (its
-//! deadline passed by the server's clock before ours).
+//! deadline passed by the server's clock before ours), and the
+//! semaphore's `{-2, permits}` when it asks for more than that many, the
+//! number set live.
 
 use std::pin::Pin;
 use std::time::{Duration, Instant};
@@ -64,10 +66,11 @@ pub(crate) async fn wait_turn(
                 let left = deadline.saturating_duration_since(Instant::now());
                 asked = Instant::now();
                 answer = queue.enqueue(left).await?;
-                if answer.first() == Some(&1) || left.is_zero() {
+                if matches!(answer.first(), Some(&1 | &-2)) || left.is_zero() {
                     continue;
                 }
             }
+            -2 => return Err(too_many(queue.name(), at(&answer, 1))),
             _ => {}
         }
         let now = Instant::now();
@@ -96,6 +99,15 @@ pub(crate) async fn wait_turn(
         }
         asked = Instant::now();
         answer = queue.poll().await?;
+    }
+}
+
+/// The refusal of a waiter that asks a semaphore named `name` for more
+/// than the `permits` set live.
+pub(crate) fn too_many(name: &str, permits: i64) -> Error {
+    Error::Invalid {
+        what: "permits asked for",
+        reason: format!("more than the {permits} semaphore {name} has now"),
     }
 }
 

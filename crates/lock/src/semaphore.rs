@@ -20,7 +20,7 @@ use crate::holding::{Holding, LostSignal, Renewable};
 use crate::keys;
 use crate::lease::{MAX_WAIT, millis, valid_until};
 use crate::locks::{DEFAULT_LEASE, Locks, check_lease};
-use crate::queue::{OnDrop, Queue, wait_turn};
+use crate::queue::{OnDrop, Queue, too_many, wait_turn};
 use crate::scripts::call;
 
 /// Most permits a semaphore may have.
@@ -137,8 +137,9 @@ impl Semaphore {
     /// while the semaphore has holders or waiters, and at least a lease
     /// long; after that each client's own number applies again. Raising it
     /// hands the new permits to waiters at once; lowering it takes none
-    /// back, it only stops new grants until enough are returned. Answers
-    /// the permits held now.
+    /// back, it only stops new grants until enough are returned, and a
+    /// waiter (or a new request) wanting more than the new number is
+    /// refused with [`Error::Invalid`]. Answers the permits held now.
     pub async fn set_permits(&self, n: u64) -> Result<u64> {
         check_permits(n)?;
         self.permits.store(n, Ordering::Relaxed);
@@ -153,6 +154,9 @@ impl Semaphore {
         let asked = Instant::now();
         let args = self.acquire_args(&token, n, Duration::ZERO);
         let answer: Vec<i64> = self.call("sem_acquire", &args).await?;
+        if answer[0] == -2 {
+            return Err(too_many(&self.name, answer.get(1).copied().unwrap_or(0)));
+        }
         let left = ms(answer.get(2).copied().unwrap_or(0));
         Ok((answer[0] == 1).then(|| self.permits_of(&token, n, asked, left)))
     }

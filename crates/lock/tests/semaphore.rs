@@ -3,8 +3,9 @@
 //! process SIGKILLed while holding them), waiters that miss a release when
 //! the notification connection drops (32 waiters, the subscription killed
 //! over and over), waiters served out of order, a number of permits that
-//! cannot change while in use, keys left behind. Each failure test runs
-//! on one server and on a cluster (`on_both!`).
+//! cannot change while in use (or, lowered, leaves a waiter that can never
+//! fit blocking the queue), keys left behind. Each failure test runs on
+//! one server and on a cluster (`on_both!`).
 
 use std::process::Command;
 use std::sync::Arc;
@@ -441,3 +442,38 @@ async fn a_live_number_lasts_as_long_as_the_permits_handed_on(rig: Rig) {
 }
 
 on_both!(a_live_number_lasts_as_long_as_the_permits_handed_on);
+
+/// The number of permits lowered below what the oldest waiter wants: that
+/// waiter is refused (it would never fit), and the one behind it, which
+/// fits, is served by the next release instead of waiting out the first
+/// one's deadline. A new request for too many is refused at once.
+async fn a_waiter_wanting_more_than_a_lowered_number_is_refused(rig: Rig) {
+    let locks = rig.locks().await;
+    let sem = locks.semaphore("shrink", 4).unwrap();
+    let mut held = sem.try_acquire(2).await.unwrap().unwrap();
+    let big = {
+        let sem = sem.clone();
+        tokio::spawn(async move { sem.acquire(3, Duration::from_secs(5)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let small = {
+        let sem = sem.clone();
+        tokio::spawn(async move { sem.acquire(1, Duration::from_secs(5)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Another client lowers it to 2 (this one's own number stays 4).
+    let other = rig.locks().await.semaphore("shrink", 4).unwrap();
+    let lowered = Instant::now();
+    other.set_permits(2).await.unwrap();
+    let e = big.await.unwrap().unwrap_err();
+    assert!(matches!(e, Error::Invalid { .. }), "{e}");
+    assert!(lowered.elapsed() < RECHECK + Duration::from_millis(200));
+    let e = sem.try_acquire(3).await.unwrap_err();
+    assert!(matches!(e, Error::Invalid { .. }), "{e}");
+    held.pop().unwrap().release().await.unwrap();
+    let released = Instant::now();
+    small.await.unwrap().unwrap();
+    assert!(released.elapsed() < Duration::from_millis(500));
+}
+
+on_both!(a_waiter_wanting_more_than_a_lowered_number_is_refused);

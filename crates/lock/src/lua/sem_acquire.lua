@@ -1,7 +1,8 @@
 -- ARGV: token, permits wanted, lease ms, wait ms (0 = do not queue),
 -- notification channel, the caller's number of permits.
--- Returns {1, 0, ms left of the lease} when granted, else {0, ms until
--- the first lease ends or -1}. Sent twice (a cluster client resends after a
+-- Returns {1, 0, ms left of the lease} when granted, {-2, permits} when
+-- it wants more than the number set live (set_permits), else {0, ms
+-- until the first lease ends or -1}. Sent twice (a cluster client resends after a
 -- dropped connection), it answers the grant it already made: granted again
 -- at once, the same members' leases are renewed and nothing is counted
 -- twice; else its grant is found before it would queue.
@@ -15,6 +16,9 @@ local present = redis.call('EXISTS', KEYS[2], KEYS[2], KEYS[4])
 local lim, live = tonumber(ARGV[6]), present % 2 == 1
 if live then
   lim = limit(ARGV[6])
+  if n > lim then
+    return {-2, lim}
+  end
 end
 -- With someone waiting and every permit held, nobody fits: the hand-off
 -- would only look (as it does, first the queue, then the count).

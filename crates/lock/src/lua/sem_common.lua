@@ -60,7 +60,8 @@ end
 -- tells each on its channel ("<token>:<permits>"); drops waiters whose
 -- deadline passed and entries of waiters that left. Strict order: a waiter
 -- that does not fit is put back first and blocks the ones behind it, so a
--- large request is not starved by small ones.
+-- large request is not starved by small ones; one wanting more than the
+-- semaphore now has is dropped.
 -- `lim`: the number of permits, or nil to read it (see limit) with
 -- `default` only once someone waits. Answers whether nobody waits.
 -- Costs one call with nobody waiting; a permit handed on costs LPOP,
@@ -101,6 +102,11 @@ local function handoff(now, lim, default)
     -- No record (need nil): the waiter left.
     need = tonumber(need)
     if not need or tonumber(deadline) <= now then
+      redis.call('HDEL', KEYS[3], token)
+    elseif need > lim then
+      -- More than the semaphore has now (a live number lowered since it
+      -- queued): it would never fit and block everyone behind it. Dropped,
+      -- its next re-check asks again and is refused (sem_acquire.lua).
       redis.call('HDEL', KEYS[3], token)
     elseif held + need > lim then
       if redis.call('HEXISTS', KEYS[3], token) == 1 then
