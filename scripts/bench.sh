@@ -61,6 +61,11 @@ done; done; done
 # one request in flight on each). Its record's mode is the round trips.
 FLOOR_N=300000
 with_cpu floor ping $FLOOR_N own redis-benchmark -p "$PRPORT" -c 32 -P 1 -n $FLOOR_N -t ping_mbulk -q >/dev/null
+# And of the cheapest function call, one that only returns 1: each of our
+# operations' round trips is a function call.
+redis-cli -p "$PRPORT" FUNCTION LOAD REPLACE "#!lua name=floor
+redis.register_function('floor_one', function() return 1 end)" >/dev/null
+with_cpu floor fcall $FLOOR_N own redis-benchmark -p "$PRPORT" -c 32 -P 1 -n $FLOOR_N -q fcall floor_one 0 >/dev/null
 
 step "bench: all strategies"
 mkdir -p docs/img

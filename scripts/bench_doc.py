@@ -163,9 +163,11 @@ if lines("siblings.jsonl"):
     p("")
     cpu = {(r["who"], r["primitive"], r["mode"], r.get("connections", "own")): r["redis_cpu_s"]
            for r in lines("siblings-cpu.jsonl")}
-    floor = [(r["redis_cpu_s"], int(r["mode"])) for r in lines("siblings-cpu.jsonl")
-             if r["who"] == "floor"]
-    floor_us = floor[0][0] * 1e6 / floor[0][1] if floor else None
+    # The server's CPU for one round trip of a bare PING, and of a function
+    # call that only returns 1 (the records' mode is the round trips).
+    floors = {r["primitive"]: r["redis_cpu_s"] * 1e6 / int(r["mode"])
+              for r in lines("siblings-cpu.jsonl") if r["who"] == "floor"}
+    floor_us, call_us = floors.get("ping"), floors.get("fcall")
     # The fewest round trips an operation can take: take and give back;
     # one decision for a rate limit.
     round_trips = {"mutex": 2, "semaphore": 2, "rwlock": 2, "ratelimit": 1}
@@ -184,9 +186,15 @@ if lines("siblings.jsonl"):
           + (f": {floor_us:.1f} µs" if floor_us else "") +
           "). Over 100 % at the floor, no client sending as these runs do can reach "
           "twice the peer's rate on one Redis core; near it, only one whose operations "
-          "cost the server next to nothing beyond a bare round trip. A client that "
+          "cost the server next to nothing beyond a bare round trip. The last column "
+          "counts each of those round trips as a call of a function that only returns 1 "
+          "(`redis-benchmark -c 32 -P 1 fcall floor_one 0`"
+          + (f": {call_us:.1f} µs" if call_us else "") +
+          "): each of our operations' round trips is a function call, so over 100 % "
+          "there, twice the peer's rate is out of our reach on one core whatever the "
+          "functions do. A client that "
           "shares one connection among many callers (the `shared` rows) lets Redis "
-          "read several requests per call and is not bound by this floor, so those "
+          "read several requests per call and is not bound by these floors, so those "
           "rows show none.\n")
         rows = []
         for r in lines("siblings.jsonl"):
@@ -204,17 +212,19 @@ if lines("siblings.jsonl"):
                 twice = 2 * peer["operations_per_s"]
                 # The floor is a round trip with one request in flight per
                 # connection: it bounds `own` runs only.
-                at_floor = (100 * twice * round_trips[prim] * floor_us / 1e6
-                            if floor_us and conns == "own" else None)
+                at_floor, at_call = (
+                    (100 * twice * round_trips[prim] * us / 1e6 if us and conns == "own" else None)
+                    for us in (floor_us, call_us))
                 row += [num(theirs * 1e6 / peer["operations"], 1),
                         num(100 * theirs / peer["duration_s"]), num(twice),
-                        num(100 * twice * per_op / 1e6), num(at_floor)]
+                        num(100 * twice * per_op / 1e6), num(at_floor), num(at_call)]
             else:
-                row += ["–"] * 5
+                row += ["–"] * 6
             rows.append(row)
         p(table(["primitive", "mode", "connections", "redis cpu µs per op", "busy %",
                  "peer redis cpu µs per op", "peer busy %", "2× peer ops/s",
-                 "at our cost, % of a core", "at the floor, % of a core"], rows))
+                 "at our cost, % of a core", "at the floor, % of a core",
+                 "at a function call's floor, % of a core"], rows))
         p("")
 
 # --- sales
