@@ -19,7 +19,7 @@
 //! | `Semaphore` | at most N holders, each permit leased on its own; arrival order, a large request not passed by small ones; N changed live for every client | its permits return when their leases end | a re-check at least every 250 ms | none once leases end (a queue, as `Lock`) | a grant not yet on the replica: one holder more than N until that lease ends |
 //! | `RwLock` | many readers or one writer; a waiting writer stops new readers; a fence on every grant; watchdog and lost signal | its lease ends it | a re-check at least every 250 ms | none once leases end (a queue, as `Lock`) | as `Lock` |
 //! | `RateLimiter` | at most `burst + rate × t` in any window of length `t` (GCRA), one call per decision (on one server, one for the decisions asked at once), the wait named | – | – | none once full again | decisions not yet on the replica: up to that many more admitted |
-//! | `Latch` | waiters pass once the count reaches zero; a count-down a cluster's client sends again after a dropped connection counts once | a count lasts at most its lease | a re-check at least every 250 ms | none once open or its lease ends | a count-down not yet on the replica: waiters wait for one more, at most the lease |
+//! | `Latch` | waiters pass once the count reaches zero; a count-down a cluster's client sends again after a dropped connection counts once | a count lasts at most its lease | a re-check at least every 250 ms | none a second after it opens, or once its lease ends | a count-down not yet on the replica: waiters wait for one more, at most the lease |
 //!
 //! Modules, each importing only those listed below it:
 //! - `rwlock`: [`RwLock`], many readers or one writer, writers first;

@@ -52,9 +52,10 @@ async fn waiters_wake_when_the_count_reaches_zero(rig: Rig) {
         );
     }
     // Open: waiting passes at once, counting down stays at zero, and
-    // nothing is left in Redis.
+    // nothing is left in Redis a second later (the told waiters' marks).
     latch.wait(Duration::from_millis(1)).await.unwrap();
     assert_eq!(latch.count_down().await.unwrap(), 0);
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
     assert_eq!(rig.live_keys().await.len(), 0);
 }
 
@@ -201,3 +202,34 @@ async fn a_count_down_sent_twice_counts_once() {
     // Open, it keeps nothing, the tokens counted included.
     assert_eq!(common::live_keys(&server.url()).await.len(), 0);
 }
+
+/// A waiter's record gone for another reason than an opening (it expired,
+/// or a failover lost it) is no opening: the waiter waits on, to its
+/// timeout, while the count stands.
+async fn a_waiter_whose_record_is_gone_waits_on(rig: Rig) {
+    let locks = rig.locks().await;
+    let latch = locks.latch("gone").unwrap();
+    latch.try_set_count(1).await.unwrap();
+    let waiter = {
+        let latch = latch.clone();
+        tokio::spawn(async move { latch.wait(Duration::from_millis(800)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let waiters = rig
+        .live_keys()
+        .await
+        .into_iter()
+        .find(|k| k.contains("{gone}") && k.ends_with(":waiters"))
+        .expect("the waiter is registered");
+    let mut conn = common::target(&rig.spec()).connect().await.unwrap();
+    let () = redis::cmd("DEL")
+        .arg(&waiters)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let e = waiter.await.unwrap().unwrap_err();
+    assert!(matches!(e, Error::Timeout { .. }), "{e}");
+    assert_eq!(latch.count().await.unwrap(), 1);
+}
+
+on_both!(a_waiter_whose_record_is_gone_waits_on);

@@ -48,23 +48,39 @@ async fn permits_are_counted_and_returned() {
     assert!(locks.semaphore("s", 0).is_err());
 }
 
-/// Waiters are served in arrival order, a large request included: a later
-/// waiter wanting one permit does not pass an earlier one wanting two.
-async fn waiters_are_served_in_arrival_order(rig: Rig) {
-    let locks = rig.locks().await;
-    let sem = locks.semaphore("fifo", 2).unwrap();
-    let mut held = sem.try_acquire(2).await.unwrap().unwrap();
-    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let mut waiters = Vec::new();
-    for (who, n) in [("big", 2), ("small", 1)] {
+type Order = Arc<std::sync::Mutex<Vec<&'static str>>>;
+
+/// Waiters that queue on `sem` one after the other (50 ms apart), each
+/// named and wanting its number of permits for up to 5 s; each writes its
+/// name into the order once served.
+async fn queue_in_turn(
+    sem: &seckill_lock::Semaphore,
+    waiters: [(&'static str, u64); 2],
+) -> (
+    Vec<tokio::task::JoinHandle<Vec<seckill_lock::Permit>>>,
+    Order,
+) {
+    let order = Order::default();
+    let mut handles = Vec::new();
+    for (who, n) in waiters {
         let (sem, order) = (sem.clone(), order.clone());
-        waiters.push(tokio::spawn(async move {
+        handles.push(tokio::spawn(async move {
             let permits = sem.acquire(n, Duration::from_secs(5)).await.unwrap();
             order.lock().unwrap().push(who);
             permits
         }));
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    (handles, order)
+}
+
+/// Waiters are served in arrival order, a large request included: a later
+/// waiter wanting one permit does not pass an earlier one wanting two.
+async fn waiters_are_served_in_arrival_order(rig: Rig) {
+    let locks = rig.locks().await;
+    let sem = locks.semaphore("fifo", 2).unwrap();
+    let mut held = sem.try_acquire(2).await.unwrap().unwrap();
+    let (mut waiters, order) = queue_in_turn(&sem, [("big", 2), ("small", 1)]).await;
     held.pop().unwrap().release().await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(order.lock().unwrap().is_empty(), "small passed big");
@@ -404,9 +420,16 @@ on_both!(a_lone_waiter_keeps_the_queue_as_long_as_it_waits);
 /// the setting's own lease, and another client (whose own number is 5)
 /// still gets none while it holds.
 async fn a_live_number_lasts_as_long_as_the_permits_handed_on(rig: Rig) {
-    let lease = Duration::from_millis(1_000);
+    let lease = Duration::from_millis(3_000);
     let locks = rig.locks().await;
     let sem = locks
+        .semaphore("kept", 5)
+        .unwrap()
+        .lease(lease)
+        .watchdog(false);
+    let other = rig
+        .locks()
+        .await
         .semaphore("kept", 5)
         .unwrap()
         .lease(lease)
@@ -415,22 +438,17 @@ async fn a_live_number_lasts_as_long_as_the_permits_handed_on(rig: Rig) {
     let held = sem.try_acquire(1).await.unwrap().unwrap();
     let waiter = {
         let sem = sem.clone();
-        tokio::spawn(async move { sem.acquire(1, Duration::from_millis(600)).await.unwrap() })
+        tokio::spawn(async move { sem.acquire(1, Duration::from_millis(1_500)).await.unwrap() })
     };
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
     held.into_iter().next().unwrap().release().await.unwrap();
     let served = Instant::now();
     let permits = waiter.await.unwrap();
-    // The waiter holds until `served` + 1 s; the setting was kept, when
-    // it was set and when the waiter queued, for about 1.2 s from the start.
-    tokio::time::sleep(Duration::from_millis(800).saturating_sub(served.elapsed())).await;
-    let other = rig
-        .locks()
-        .await
-        .semaphore("kept", 5)
-        .unwrap()
-        .lease(lease)
-        .watchdog(false);
+    // The waiter holds until `served` + 3 s; the setting was kept, when it
+    // was set and when the waiter queued, for 3 s from the start: about
+    // `served` + 2 s. Asked between, another client's own number (5)
+    // would let it in.
+    tokio::time::sleep(Duration::from_millis(2_500).saturating_sub(served.elapsed())).await;
     let got = other.try_acquire(1).await.unwrap();
     assert!(
         served.elapsed() < lease,
@@ -477,3 +495,31 @@ async fn a_waiter_wanting_more_than_a_lowered_number_is_refused(rig: Rig) {
 }
 
 on_both!(a_waiter_wanting_more_than_a_lowered_number_is_refused);
+
+/// Clients whose own numbers differ (5 and 2): a release by the one of 2
+/// does not take the place of the other's waiter wanting 4, which it
+/// counts as never fitting: the waiter behind it is not served first.
+async fn a_waiter_keeps_its_place_whatever_number_the_releaser_has(rig: Rig) {
+    let (five, two) = (rig.locks().await, rig.locks().await);
+    let sem = five.semaphore("own", 5).unwrap();
+    let mut held = two
+        .semaphore("own", 2)
+        .unwrap()
+        .try_acquire(2)
+        .await
+        .unwrap()
+        .unwrap();
+    let (waiters, order) = queue_in_turn(&sem, [("four", 4), ("one", 1)]).await;
+    held.pop().unwrap().release().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(order.lock().unwrap().is_empty(), "one passed four");
+    held.pop().unwrap().release().await.unwrap();
+    // Both served: four by its own re-check, one right after it (their
+    // order of arrival here races between two connections).
+    for waiter in waiters {
+        waiter.await.unwrap();
+    }
+    assert_eq!(order.lock().unwrap().len(), 2);
+}
+
+on_both!(a_waiter_keeps_its_place_whatever_number_the_releaser_has);

@@ -6,11 +6,11 @@ use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
 use seckill_engine::{Engine, SaleSpec, Strategy};
-use seckill_orders::{Persister, Store, audit, unpersisted};
+use seckill_orders::{Persister, PersisterConfig, Store, audit, unpersisted};
 
 mod common;
 
-use common::{buy, persister_config as config, rig};
+use common::{Rig, buy, persister_config as config, rig};
 
 /// One server's ledger and news set (its only master's tag is 0).
 const LEDGER: &str = "seckill:{news:0}:ledger";
@@ -40,6 +40,24 @@ async fn rounds_until<F: Future<Output = bool>>(persister: &mut Persister, done:
         persister.round().await.unwrap();
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// A persister with `config`, run until it armed sale `sale`, made with
+/// `stock` units.
+async fn armed_persister(rig: &Rig, sale: &str, stock: u64, config: PersisterConfig) -> Persister {
+    let engine = &rig.engine;
+    engine
+        .create_sale(&SaleSpec::new(sale, stock))
+        .await
+        .unwrap();
+    let mut persister = Persister::new(&rig.server.url(), rig.store.clone(), config)
+        .await
+        .unwrap();
+    rounds_until(&mut persister, || async {
+        armed(engine, sale).await.is_some()
+    })
+    .await;
+    persister
 }
 
 /// Every order of `sale` in Redis is in SQL, in the same state.
@@ -156,18 +174,8 @@ async fn what_a_dead_persister_read_from_the_ledger_is_taken_over() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_busy_sale_is_read_from_its_own_stream_and_told_again_once_quiet() {
     let rig = rig().await;
-    let (server, engine, store) = (&rig.server, &rig.engine, &rig.store);
-    engine
-        .create_sale(&SaleSpec::new("hot", 1_000))
-        .await
-        .unwrap();
-    let mut persister = Persister::new(&server.url(), store.clone(), config("p"))
-        .await
-        .unwrap();
-    rounds_until(&mut persister, || async {
-        armed(engine, "hot").await.is_some()
-    })
-    .await;
+    let (engine, store) = (&rig.engine, &rig.store);
+    let mut persister = armed_persister(&rig, "hot", 1_000, config("p")).await;
     let mut conn = engine.connection();
 
     // Many events in one read of the ledger: disarmed, and in the news set.
@@ -211,12 +219,7 @@ async fn a_busy_sale_is_read_from_its_own_stream_and_told_again_once_quiet() {
 async fn a_ledger_no_master_names_any_more_is_drained() {
     let rig = rig().await;
     let (server, engine, store) = (&rig.server, &rig.engine, &rig.store);
-    engine.create_sale(&SaleSpec::new("o", 100)).await.unwrap();
-    let mut first = Persister::new(&server.url(), store.clone(), config("first"))
-        .await
-        .unwrap();
-    rounds_until(&mut first, || async { armed(engine, "o").await.is_some() }).await;
-    drop(first);
+    drop(armed_persister(&rig, "o", 100, config("first")).await);
 
     // Armed on the ledger of a tag no master has now, as a slot moved
     // under a change of masters leaves it: the purchases are told there
@@ -255,13 +258,9 @@ async fn a_ledger_no_master_names_any_more_is_drained() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledging_ids_never_delivered_here_keeps_what_is_unread() {
     let rig = rig().await;
-    let (server, engine, store) = (&rig.server, &rig.engine, &rig.store);
-    engine.create_sale(&SaleSpec::new("t", 10)).await.unwrap();
-    // A round loads the persister's functions and makes its group.
-    let mut persister = Persister::new(&server.url(), store.clone(), config("p"))
-        .await
-        .unwrap();
-    persister.round().await.unwrap();
+    let (server, engine) = (&rig.server, &rig.engine);
+    // Its rounds load the persister's functions.
+    let _persister = armed_persister(&rig, "t", 10, config("p")).await;
     let done = seckill_testkit::function_named(server.port(), "ledger_done_")
         .unwrap()
         .expect("ledger_done is loaded");
@@ -325,22 +324,12 @@ async fn acknowledging_ids_never_delivered_here_keeps_what_is_unread() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sale_disarmed_with_entries_still_in_the_ledger_counts_them() {
     let rig = rig().await;
-    let (server, engine, store) = (&rig.server, &rig.engine, &rig.store);
-    engine
-        .create_sale(&SaleSpec::new("hot", 1_000))
-        .await
-        .unwrap();
-    let config = seckill_orders::PersisterConfig {
+    let (engine, store) = (&rig.engine, &rig.store);
+    let config = PersisterConfig {
         batch: 50,
         ..config("p")
     };
-    let mut persister = Persister::new(&server.url(), store.clone(), config)
-        .await
-        .unwrap();
-    rounds_until(&mut persister, || async {
-        armed(engine, "hot").await.is_some()
-    })
-    .await;
+    let mut persister = armed_persister(&rig, "hot", 1_000, config).await;
     assert_eq!(buy(engine, Strategy::Atomic, "hot", 100).await.len(), 100);
     // One read of the ledger takes 50 of the 100 told: busy, disarmed.
     persister.round().await.unwrap();

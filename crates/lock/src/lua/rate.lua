@@ -36,9 +36,9 @@ local function store(tat)
     whole, frac = whole + 1, 0
   end
   if frac == 0 then
-    return string.format('%d', now + whole)
+    return string.format('%.0f', now + whole)
   end
-  return string.format('%d.%06d', now + whole, frac)
+  return string.format('%.0f.%06d', now + whole, frac)
 end
 -- tats[k]: key k's TAT as far as this batch went, kept only for a later
 -- decision to find; `out` sized for the usual batch of one.

@@ -15,7 +15,8 @@
 -- is set back by more than the lock was idle).
 -- Writers go first: a reader enters only when no writer holds the lock
 -- and nobody waits, so a waiting writer stops new readers.
--- Cost: O(log r) for r readers; O(w) for the w waiters a hand-off serves.
+-- Cost: O(log r) for r readers, but O(r) for a reader to find its grant
+-- past 128 (a scan: held); O(w) for the w waiters a hand-off serves.
 
 -- One call where the clock is ahead of the last fence (SET … GET), as it
 -- nearly always is; tidy sets the key's expiry after.

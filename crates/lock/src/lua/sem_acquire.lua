@@ -16,13 +16,10 @@ local present = redis.call('EXISTS', KEYS[2], KEYS[2], KEYS[4])
 local lim, live = tonumber(ARGV[6]), present % 2 == 1
 if live then
   lim = limit(ARGV[6])
-  if n > lim then
-    return {-2, lim}
-  end
 end
 -- With someone waiting and every permit held, nobody fits: the hand-off
 -- would only look (as it does, first the queue, then the count).
-if present < 2 or (redis.call('ZCARD', KEYS[1]) < lim and handoff(now, lim)) then
+if present < 2 or (redis.call('ZCARD', KEYS[1]) < lim and handoff(now, lim, nil, live)) then
   local held = redis.call('ZCARD', KEYS[1])
   if held + n <= lim then
     grant(token, n, lease, now, held)
@@ -35,6 +32,11 @@ end
 local granted = redis.call('ZSCORE', KEYS[1], token .. ':1')
 if granted then
   return {1, 0, tonumber(granted) - now}
+end
+-- More than a number set live: it would never fit (after a resend's grant
+-- is found, which it may be).
+if live and n > lim then
+  return {-2, lim}
 end
 -- Queued once: a resend finds its entry.
 if wait > 0 then

@@ -60,16 +60,17 @@ end
 -- tells each on its channel ("<token>:<permits>"); drops waiters whose
 -- deadline passed and entries of waiters that left. Strict order: a waiter
 -- that does not fit is put back first and blocks the ones behind it, so a
--- large request is not starved by small ones; one wanting more than the
--- semaphore now has is dropped.
+-- large request is not starved by small ones; one wanting more than a
+-- number set live is dropped.
 -- `lim`: the number of permits, or nil to read it (see limit) with
--- `default` only once someone waits. Answers whether nobody waits.
+-- `default` only once someone waits; `fixed`: `lim` is set live. Answers
+-- whether nobody waits.
 -- Costs one call with nobody waiting; a permit handed on costs LPOP,
 -- ZCARD, HDEL (which answers whether the waiter is still there), the
 -- grant and PUBLISH (+PTTL twice and PEXPIRE to keep a live limit). With
 -- every permit held nobody fits: the oldest waiter is put back (LPUSH)
 -- after one look (+PTTL and PEXPIRE when it was the only one).
-local function handoff(now, lim, default)
+local function handoff(now, lim, default, fixed)
   local entry = redis.call('LPOP', KEYS[2])
   if not entry then
     return true
@@ -81,6 +82,9 @@ local function handoff(now, lim, default)
   if not lim then
     lim, live = limit(default)
   end
+  -- A caller's own number is not the semaphore's: another client's may
+  -- be larger. Only a number set live drops a waiter that wants more.
+  fixed = fixed or live
   local function done(nobody_waits)
     if live and granted then
       keep_limit()
@@ -103,7 +107,7 @@ local function handoff(now, lim, default)
     need = tonumber(need)
     if not need or tonumber(deadline) <= now then
       redis.call('HDEL', KEYS[3], token)
-    elseif need > lim then
+    elseif fixed and need > lim then
       -- More than the semaphore has now (a live number lowered since it
       -- queued): it would never fit and block everyone behind it. Dropped,
       -- its next re-check asks again and is refused (sem_acquire.lua).

@@ -4,7 +4,7 @@
 -- then says how long it is in use). Returns the permits held now.
 local now = now_ms()
 prune(now)
-handoff(now, tonumber(ARGV[1]))
+handoff(now, tonumber(ARGV[1]), nil, true)
 local keep = math.max(redis.call('PTTL', KEYS[1]), redis.call('PTTL', KEYS[2]), tonumber(ARGV[2]))
 redis.call('SET', KEYS[4], ARGV[1], 'PX', keep)
 return redis.call('ZCARD', KEYS[1])

@@ -9,7 +9,8 @@
 --       hash keys, then the ids committed.
 -- Returns how many were acknowledged.
 -- Cost: XACK, XPENDING (its summary), XINFO GROUPS when nothing is
--- pending, and XTRIM, whatever the number of sales; one ZADD per 1,000 dues; per busy sale HDEL and SADD.
+-- pending, and XTRIM, whatever the number of sales; one ZADD per 1,000
+-- dues; per busy sale HDEL and SADD.
 local group, d, b = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 -- One ZADD per 1,000 pairs (inside Lua's unpack limit), not one each. LT:
 -- a sale stays filed under the earliest time, as acknowledgements may

@@ -89,7 +89,7 @@ for _, sale in ipairs(sales) do
       out[#out + 1] = table.concat(lines, '\n')
     end
     -- Also says whether the sale is still there to arm.
-    local m = redis.call('HMGET', sale, 'payment_timeout', 'n')
+    local m = redis.call('HMGET', sale, 'payment_timeout', 'n', 'l')
     local timeout = m[1]
     if first_buy and timeout then
       local at = tonumber(string.match(first_buy, '^(%d+)')) + tonumber(timeout) * 1000
@@ -107,7 +107,7 @@ for _, sale in ipairs(sales) do
       -- `l` names the ledger after a busy sale is disarmed too: what it
       -- told may still wait there (backlog.rs counts it).
       local armed = KEYS[3] .. ' ' .. group .. ' ' .. timeout
-      if m[2] ~= armed then
+      if m[2] ~= armed or m[3] ~= KEYS[3] then
         redis.call('HSET', sale, 'n', armed, 'l', KEYS[3])
       end
       -- An atomic purchase looks at `n` only once it finds 'q' absent
