@@ -55,7 +55,7 @@ impl Locks {
 pub struct Latch {
     locks: Locks,
     name: String,
-    /// count, waiters: the order every script expects.
+    /// count, waiters, counted: the order every script expects.
     keys: [String; 3],
     lease: Duration,
 }

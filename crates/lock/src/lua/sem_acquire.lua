@@ -2,10 +2,11 @@
 -- notification channel, the caller's number of permits.
 -- Returns {1, 0, ms left of the lease} when granted, {-2, permits} when
 -- it wants more than the number set live (set_permits), else {0, ms
--- until the first lease ends or -1}. Sent twice (a cluster client resends after a
--- dropped connection), it answers the grant it already made: granted again
--- at once, the same members' leases are renewed and nothing is counted
--- twice; else its grant is found before it would queue.
+-- until the first lease ends or -1}. Sent twice (a cluster client resends
+-- after a dropped connection), it answers the grant it already made:
+-- granted again at once, the same members' leases are renewed and nothing
+-- is counted twice; else its grant is found before it would queue or be
+-- refused.
 local token, n, lease, wait = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local now = now_ms()
 prune(now)
