@@ -62,9 +62,11 @@ pub struct PersisterConfig {
     /// purchase its master answered and a replica lacked, lost with the
     /// master in a failover that promoted that replica, then never reaches
     /// SQL either. A read left unconfirmed stays pending and is taken over
-    /// once `claim_idle` old, then committed without asking again: a
-    /// replica that far behind is not waited for, so the promise holds for
-    /// `claim_idle`, and a frozen replica delays commits that long.
+    /// once `claim_idle` old, under the same rule: a master cut off from
+    /// its replicas (the sentinels promoted one) may answer for seconds
+    /// before it is made a replica and forgets what it took. A frozen
+    /// replica delays commits until it runs again, or its master drops it
+    /// and another replica confirms.
     /// Set by `--durability replica`; `None` (the default) commits at once.
     pub replica_wait: Option<Duration>,
 }

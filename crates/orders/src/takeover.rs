@@ -13,7 +13,7 @@ use redis::aio::ConnectionLike;
 use seckill_engine::{Event, StreamEntry};
 use seckill_redis::Conn;
 
-use crate::backlog::{Acks, SaleStream, commit, in_flight, on_every_replica};
+use crate::backlog::{Acks, InFlight, SaleStream, commit, in_flight, on_every_replica};
 use crate::config::GROUP;
 use crate::error::{Error, Result};
 use crate::news::{MasterKeys, Told, Topology, read_ledger};
@@ -71,12 +71,19 @@ pub(crate) struct Taken {
 }
 
 /// Persists the batches of `sales` read at least `idle` ago and never
-/// committed, reading each range again.
+/// committed, reading each range again; `me` signs the batches it takes.
+/// With `replica_wait` (`--durability replica`), a batch is committed
+/// only once every replica has it, as a read is: a batch left because no
+/// replica confirmed it may hold purchases that only a master cut off
+/// from its replicas has, which a failover takes with it; unconfirmed, it
+/// is looked at again.
 pub(crate) async fn abandoned(
     conn: &mut Conn,
     store: &Store,
     sales: &[String],
+    me: &str,
     idle: Duration,
+    replica_wait: Option<Duration>,
 ) -> Result<Taken> {
     let mut taken = Taken {
         persisted: 0,
@@ -96,6 +103,13 @@ pub(crate) async fn abandoned(
         };
         for batch in batches {
             if now.saturating_sub(batch.read_ms) < idle {
+                taken.look_again = true;
+                continue;
+            }
+            if let Some(timeout) = replica_wait
+                && let Err(e) = claim_kept(conn, &keys.persisting, &batch, me, timeout).await
+            {
+                tracing::warn!(sale, first = batch.first, error = %e, "an abandoned batch waits for the replicas");
                 taken.look_again = true;
                 continue;
             }
@@ -119,13 +133,33 @@ pub(crate) async fn abandoned(
     Ok(taken)
 }
 
+/// Signs `batch` (a record of the persisting hash `persisting`) as taken
+/// by `me` and waits, at most `timeout`, until every replica has the
+/// write, and so every purchase before it: the batch's range is read with
+/// `XRANGE`, which writes nothing a `WAIT` could count. Rewritten after
+/// its commit cleared it, the record is taken again later, and committing
+/// twice writes the same rows.
+async fn claim_kept(
+    conn: &mut Conn,
+    persisting: &str,
+    batch: &InFlight,
+    me: &str,
+    timeout: Duration,
+) -> Result<()> {
+    let epoch = conn.epoch();
+    let record = format!("{} {} {} {me}", batch.last, batch.entries, batch.read_ms);
+    let _: i64 = conn.hset(persisting, &batch.first, record).await?;
+    Ok(on_every_replica(conn, persisting, epoch, timeout).await?)
+}
+
 /// Most ledger entries claimed at once.
 const CLAIM_BATCH: usize = 500;
 
 /// Persists the entries of the ledger of `keys` (a master's, `news.rs`)
 /// that some persister read at least `idle` ago and never acknowledged,
 /// claiming them for `me`; answers the events committed. `file`: as
-/// [`Acks`]'s.
+/// [`Acks`]'s. With `replica_wait`, committed only once every replica has
+/// the claim, as [`abandoned`]'s batches are.
 pub(crate) async fn abandoned_in_ledger(
     conn: &mut Conn,
     store: &Store,
@@ -133,6 +167,7 @@ pub(crate) async fn abandoned_in_ledger(
     file: bool,
     me: &str,
     idle: Duration,
+    replica_wait: Option<Duration>,
 ) -> Result<usize> {
     let ledger = keys.ledger.as_str();
     let mut persisted = 0;
@@ -141,6 +176,7 @@ pub(crate) async fn abandoned_in_ledger(
     }
     let mut cursor = "0-0".to_owned();
     loop {
+        let epoch = conn.epoch();
         let claimed: redis::RedisResult<(String, redis::Value, redis::Value)> =
             redis::cmd("XAUTOCLAIM")
                 .arg(ledger)
@@ -158,6 +194,16 @@ pub(crate) async fn abandoned_in_ledger(
             Err(e) if e.code() == Some("NOGROUP") => return Ok(persisted),
             Err(e) => return Err(e.into()),
         };
+        // The claim is a write, so the replicas that have it have the
+        // purchases told before it. Unconfirmed, the entries stay pending,
+        // idle again from now.
+        if !entries.is_empty()
+            && let Some(timeout) = replica_wait
+            && let Err(e) = on_every_replica(conn, ledger, epoch, timeout).await
+        {
+            tracing::warn!(ledger, error = %e, "abandoned ledger entries wait for the replicas");
+            return Ok(persisted);
+        }
         if !entries.is_empty() {
             tracing::info!(
                 ledger,
@@ -235,7 +281,8 @@ pub(crate) async fn drain_orphan(
         what: "ledger",
         reason: format!("{ledger} is not named as a ledger is"),
     })?;
-    let mut persisted = abandoned_in_ledger(conn, store, &keys, false, me, idle).await?;
+    let mut persisted =
+        abandoned_in_ledger(conn, store, &keys, false, me, idle, replica_wait).await?;
     loop {
         let epoch = conn.epoch();
         let entries = read_ledger(conn, ledger, me, CLAIM_BATCH).await?;

@@ -20,8 +20,8 @@ use common::buy;
 
 /// A master with `replicas` synced replicas, a sale "r" on it, and a
 /// persister that commits only what every online replica has; a batch
-/// left unconfirmed is taken over (and committed without asking again)
-/// once `claim_idle` old.
+/// left unconfirmed is taken over once `claim_idle` old, under the same
+/// rule.
 struct Rig {
     master: RedisServer,
     replicas: Vec<RedisServer>,
@@ -78,6 +78,22 @@ impl Rig {
 
     async fn in_sql(&self) -> usize {
         self.store.orders("r", self.generation).await.unwrap().len()
+    }
+
+    /// Rounds until sale "r" is armed: what it sells next is told through
+    /// its master's ledger, not read from its own stream.
+    async fn until_armed(&mut self) {
+        let mut conn = self.engine.connection();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let armed: Option<String> = conn.hget("seckill:{sale:r}:sale", "n").await.unwrap();
+            if armed.is_some() {
+                return;
+            }
+            let _ = self.persister.round().await;
+            assert!(Instant::now() < deadline, "the sale was never armed");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// Persister rounds until `n` orders are in SQL, at most `within`.
@@ -184,16 +200,7 @@ async fn a_ledger_no_master_names_is_drained_only_once_every_replica_has_it() {
     // while the replica is frozen.
     let orphan = "seckill:{news:5}:ledger";
     let mut conn = rig.engine.connection();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let armed: Option<String> = conn.hget("seckill:{sale:r}:sale", "n").await.unwrap();
-        if armed.is_some() {
-            break;
-        }
-        let _ = rig.persister.round().await;
-        assert!(Instant::now() < deadline, "the sale was never armed");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    rig.until_armed().await;
     let () = conn
         .hset(
             "seckill:{sale:r}:sale",
@@ -243,5 +250,57 @@ async fn a_ledger_no_master_names_is_drained_only_once_every_replica_has_it() {
         let _ = heir.round().await;
         assert!(Instant::now() < deadline, "the ledger was never drained");
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_is_taken_over_waits_for_the_replicas_too() {
+    // Taken over after 300 ms: the frozen spell below lasts many times that.
+    let claim_idle = Duration::from_millis(300);
+    let mut rig = Rig::start(1, claim_idle).await;
+    rig.buy_ten().await;
+    rig.until_in_sql(10, Duration::from_secs(10), "orders never reached SQL")
+        .await;
+    rig.until_armed().await;
+
+    // The replica frozen, as a master cut off from its replicas is: ten
+    // purchases told through the master's ledger ("r", armed), ten read
+    // from a new sale's own stream ("s", bought before any read). The
+    // read is not confirmed.
+    rig.replicas[0].pause().unwrap();
+    let spec = SaleSpec::new("s", 100).per_user_limit(3);
+    rig.engine.create_sale(&spec).await.unwrap();
+    assert_eq!(buy(&rig.engine, Strategy::Atomic, "s", 10).await.len(), 10);
+    rig.buy_ten().await;
+    let s_generation = rig.engine.sale("s").await.unwrap().generation as i64;
+    let in_s = |store: Store| async move { store.orders("s", s_generation).await.unwrap().len() };
+    let frozen = Instant::now();
+    while frozen.elapsed() < claim_idle * 8 {
+        let _ = rig.persister.round().await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // Taken over many times since, neither was committed.
+    assert_eq!(
+        rig.in_sql().await,
+        10,
+        "the ledger's took over without a replica"
+    );
+    assert_eq!(
+        in_s(rig.store.clone()).await,
+        0,
+        "the batch was taken over without a replica"
+    );
+
+    // Running again, the replica has them: both are committed.
+    rig.replicas[0].resume().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while rig.in_sql().await < 20 || in_s(rig.store.clone()).await < 10 {
+        let _ = rig.persister.round().await;
+        assert!(
+            Instant::now() < deadline,
+            "the frozen orders never reached SQL"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

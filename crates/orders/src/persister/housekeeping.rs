@@ -145,7 +145,9 @@ impl Inner {
             &mut self.conn.clone(),
             &self.store,
             &known,
+            &self.config.consumer,
             self.config.claim_idle,
+            self.config.replica_wait,
         )
         .await?;
         if taken.look_again {
@@ -219,6 +221,7 @@ impl Inner {
                 true,
                 &self.config.consumer,
                 self.config.claim_idle,
+                self.config.replica_wait,
             )
             .await
             {
