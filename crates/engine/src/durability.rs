@@ -1,4 +1,5 @@
-//! [`Durability`]: when a purchase is acknowledged. Redis replicates
+//! [`Durability`]: when a purchase (and a payment or cancellation, see
+//! [`Engine::pay`](crate::Engine::pay)) is acknowledged. Redis replicates
 //! asynchronously, so a master that dies right after answering can take a
 //! purchase with it when its replica is promoted. With
 //! [`Durability::Replica`] a purchase is acknowledged only once every
@@ -25,7 +26,7 @@ use std::time::Duration;
 use seckill_redis::{Conn, Replicas};
 use tokio::sync::oneshot;
 
-/// When a purchase is acknowledged.
+/// When a purchase, a payment or a cancellation is acknowledged.
 ///
 /// ```no_run
 /// # async fn run() -> seckill_engine::Result<()> {

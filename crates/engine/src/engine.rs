@@ -110,7 +110,8 @@ impl Engine {
         self
     }
 
-    /// When purchases made by purchasers from now on are acknowledged.
+    /// When purchases made by purchasers from now on, and payments and
+    /// cancellations, are acknowledged.
     pub fn with_durability(mut self, durability: Durability) -> Self {
         self.durability = durability;
         self

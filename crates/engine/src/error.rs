@@ -101,6 +101,13 @@ pub enum Error {
     #[error("purchase on sale `{0}` not confirmed by a replica in time")]
     NotReplicated(String),
 
+    /// With [`crate::Durability::Replica`]: the order was paid or
+    /// cancelled on the master but no replica confirmed it in time, so a
+    /// failover could still undo it. Sending it again is safe: done, it
+    /// changes nothing and waits for the replicas again.
+    #[error("change of order `{0}` not confirmed by a replica in time")]
+    SettlementNotReplicated(String),
+
     /// A sharded sale's buyer found its shard empty and waited its bound
     /// for a refill, while units were still in the pool, on other shards
     /// or moving between them (so "sold out" would not be true). Nothing

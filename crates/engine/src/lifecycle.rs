@@ -6,7 +6,10 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
+use seckill_redis::Replicas;
+
 use crate::codec::order::{Settled, Transition};
+use crate::durability::Durability;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::event::{Event, StreamEntry};
@@ -91,15 +94,27 @@ impl Engine {
     async fn settle(&self, order_id: &str, op: &str) -> Result<OrderState> {
         let id = known(order_id)?;
         let keys = SaleKeys::new(&id.sale)?;
+        let mut conn = self.conn.clone();
+        let epoch = conn.epoch();
         let answer: String = LIBRARY
             .call("order", &keys.lifecycle())
             .arg(&id.sale)
             .arg(id.generation)
             .arg(id.local())
             .arg(op)
-            .invoke(&mut self.conn.clone())
+            .invoke(&mut conn)
             .await?;
         let state = Transition::read(&answer)?.into_result(order_id);
+        // Acknowledged as a purchase is: a failover must not undo a
+        // payment its payer was told of. Done before, it was written again
+        // (order.lua), so the wait covers it too.
+        if let (Ok(_), Durability::Replica { timeout }) = (&state, self.durability)
+            && !conn
+                .on_every_replica(keys.sale.as_bytes(), epoch, timeout, Replicas::InTouch)
+                .await?
+        {
+            return Err(Error::SettlementNotReplicated(order_id.to_owned()));
+        }
         // Units went back: cancelled now, or expired by this very call (a
         // late pay or cancel expires the order first).
         let returned = match &state {
@@ -145,14 +160,17 @@ impl Engine {
     }
 
     /// Pays an order. Paying twice is a no-op; an expired or cancelled order
-    /// is refused with `OrderConflict`.
+    /// is refused with `OrderConflict`. With [`Durability::Replica`], a
+    /// payment no replica confirmed in time is `SettlementNotReplicated`:
+    /// made, and paying again is safe.
     pub async fn pay(&self, order_id: &str) -> Result<OrderState> {
         self.settle(order_id, "pay").await
     }
 
     /// Cancels an unpaid order, returning its units to the stock and to the
     /// buyer's allowance. Cancelling twice is a no-op; a paid or expired
-    /// order is refused with `OrderConflict`.
+    /// order is refused with `OrderConflict`; unconfirmed by a replica, as
+    /// [`Engine::pay`].
     pub async fn cancel(&self, order_id: &str) -> Result<OrderState> {
         self.settle(order_id, "cancel").await
     }

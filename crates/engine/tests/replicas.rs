@@ -3,22 +3,21 @@
 //! touch with has it. With one frozen (SIGSTOP) the other alone does not
 //! confirm: the sentinels choose whom to promote by offsets up to a second
 //! old, and could choose the frozen one. Once the master has not heard
-//! from it for over two seconds it is no longer waited for.
+//! from it for over two seconds it is no longer waited for. A request
+//! answered again, and a payment or cancellation, wait alike, whichever
+//! connection they come on.
 
 use std::time::{Duration, Instant};
 
-use seckill_engine::{Durability, Engine, Error, Outcome, PurchaseRequest, SaleSpec, Strategy};
+use seckill_engine::{
+    Durability, Engine, Error, OrderState, Outcome, PurchaseRequest, SaleSpec, Strategy,
+};
 use seckill_testkit::RedisServer;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_purchase_is_acknowledged_once_every_replica_in_touch_has_it() {
     let (master, replicas) = RedisServer::start_with_replicas(2).unwrap();
-    let engine = Engine::connect(&master.url())
-        .await
-        .unwrap()
-        .with_durability(Durability::Replica {
-            timeout: Duration::from_millis(200),
-        });
+    let engine = durable(&master).await;
     engine.create_sale(&SaleSpec::new("d", 100)).await.unwrap();
     let purchaser = engine.purchaser(Strategy::Atomic, "d").await.unwrap();
     let buy = |user: &str| PurchaseRequest::new(user).request_id(&format!("req-{user}"));
@@ -44,4 +43,141 @@ async fn a_purchase_is_acknowledged_once_every_replica_in_touch_has_it() {
     let fresh = purchaser.purchase(&buy("u2")).await.unwrap();
     assert!(matches!(fresh, Outcome::Ok(_)), "{fresh:?}");
     replicas[1].resume().unwrap();
+}
+
+/// An engine with `Durability::Replica` (200 ms) on `master`.
+async fn durable(master: &RedisServer) -> Engine {
+    Engine::connect(&master.url())
+        .await
+        .unwrap()
+        .with_durability(Durability::Replica {
+            timeout: Duration::from_millis(200),
+        })
+}
+
+/// Waits until the replica has acknowledged every write `engine`'s
+/// connection made: a `WAIT` on it answers at once from then on, however
+/// far the master has gone since, until the connection sends another
+/// command (Redis 7.0; later versions: another write).
+async fn synced(engine: &Engine) {
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(5_000)
+        .query_async(&mut engine.connection())
+        .await
+        .unwrap();
+    assert_eq!(acked, 1, "the replica did not acknowledge");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_answered_again_on_another_connection_waits_for_the_replicas() {
+    let (master, replicas) = RedisServer::start_with_replicas(1).unwrap();
+    let (first, second) = (durable(&master).await, durable(&master).await);
+    let strategies = [Strategy::Atomic, Strategy::Coalesced];
+    let mut purchasers = Vec::new();
+    for (i, strategy) in strategies.into_iter().enumerate() {
+        let sale = format!("d{i}");
+        first.create_sale(&SaleSpec::new(&sale, 100)).await.unwrap();
+        purchasers.push((
+            strategy,
+            first.purchaser(strategy, &sale).await.unwrap(),
+            second.purchaser(strategy, &sale).await.unwrap(),
+        ));
+    }
+
+    // The buyer is told to retry; the retry reaches another instance,
+    // whose connection wrote nothing since. Redis 7.0 counts for a `WAIT`
+    // what the master held after the connection's last command, whatever
+    // it was; later versions only after its last write, and there the
+    // retry's `WAIT` would confirm at once an order no replica has, unless
+    // the retry writes (its record again). On 7.0 this passes either way.
+    synced(&second).await;
+    replicas[0].pause().unwrap();
+    let frozen = Instant::now();
+    for (strategy, one, other) in &purchasers {
+        let req = PurchaseRequest::new("u0").request_id("req-u0");
+        let made = one.purchase(&req).await;
+        assert!(
+            matches!(made, Err(Error::NotReplicated(_))),
+            "{strategy:?}: {made:?}"
+        );
+        let again = other.purchase(&req).await;
+        assert!(
+            matches!(again, Err(Error::NotReplicated(_))),
+            "{strategy:?}: {again:?}"
+        );
+    }
+    assert!(
+        frozen.elapsed() < Duration::from_secs(2),
+        "took {:?}: the master may have stopped waiting for the frozen replica",
+        frozen.elapsed()
+    );
+
+    // Running again, the replica has it: the retry answers the order.
+    replicas[0].resume().unwrap();
+    for (strategy, _, other) in &purchasers {
+        let req = PurchaseRequest::new("u0").request_id("req-u0");
+        let again = other.purchase(&req).await.unwrap();
+        assert!(
+            matches!(again, Outcome::Duplicate(_)),
+            "{strategy:?}: {again:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_payment_or_cancellation_is_acknowledged_once_every_replica_in_touch_has_it() {
+    let (master, replicas) = RedisServer::start_with_replicas(1).unwrap();
+    let (first, second) = (durable(&master).await, durable(&master).await);
+    first.create_sale(&SaleSpec::new("p", 100)).await.unwrap();
+    let purchaser = first.purchaser(Strategy::Atomic, "p").await.unwrap();
+    let mut orders = Vec::new();
+    for user in ["u0", "u1"] {
+        let made = purchaser
+            .purchase(&PurchaseRequest::new(user))
+            .await
+            .unwrap();
+        orders.push(made.order().expect("bought").order_id.clone());
+    }
+    assert_eq!(
+        second.order(&orders[0]).await.unwrap().state,
+        OrderState::PendingPayment
+    );
+    synced(&second).await;
+    replicas[0].pause().unwrap();
+    let frozen = Instant::now();
+    let paid = first.pay(&orders[0]).await;
+    assert!(
+        matches!(paid, Err(Error::SettlementNotReplicated(_))),
+        "{paid:?}"
+    );
+    let cancelled = first.cancel(&orders[1]).await;
+    assert!(
+        matches!(cancelled, Err(Error::SettlementNotReplicated(_))),
+        "{cancelled:?}"
+    );
+    // Sent again through another connection: done already, so nothing is
+    // written but the answer, which waits for the replica all the same.
+    let paid = second.pay(&orders[0]).await;
+    assert!(
+        matches!(paid, Err(Error::SettlementNotReplicated(_))),
+        "{paid:?}"
+    );
+    let cancelled = second.cancel(&orders[1]).await;
+    assert!(
+        matches!(cancelled, Err(Error::SettlementNotReplicated(_))),
+        "{cancelled:?}"
+    );
+    assert!(
+        frozen.elapsed() < Duration::from_secs(2),
+        "took {:?}: the master may have stopped waiting for the frozen replica",
+        frozen.elapsed()
+    );
+
+    replicas[0].resume().unwrap();
+    assert_eq!(second.pay(&orders[0]).await.unwrap(), OrderState::Paid);
+    assert_eq!(
+        second.cancel(&orders[1]).await.unwrap(),
+        OrderState::Cancelled
+    );
 }

@@ -298,6 +298,12 @@ impl From<seckill_engine::Error> for ApiError {
                     "the purchase was not confirmed by a replica in time; retry with the same request_id",
                 )
             }
+            E::SettlementNotReplicated(_) => {
+                tracing::warn!(error = %e, "payment or cancellation not confirmed by a replica");
+                Self::unavailable(
+                    "the change was made but not confirmed by a replica in time; send it again: done already, it changes nothing",
+                )
+            }
             E::StockMoving(_) => Self::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 Code::StockMoving,

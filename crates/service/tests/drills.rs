@@ -374,6 +374,65 @@ async fn a_sale_waiting_for_a_replica_is_listed_until_one_attaches() {
     running.stop().await;
 }
 
+/// With `--durability replica`, a payment no replica confirmed in time
+/// answers 503 and records no payment in SQL, nor does a second one sent
+/// while the replica is still frozen (done already, it waits all the
+/// same); once the replica runs again, sending it again answers the order
+/// paid and records the payment once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_payment_no_replica_confirmed_is_refused_and_recorded_nowhere() {
+    let (master, replicas) = RedisServer::start_with_replicas(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("o.db").to_string_lossy().into_owned();
+    let durability = seckill_engine::Durability::Replica {
+        timeout: Duration::from_millis(100),
+    };
+    let target = seckill_redis::Target::server(&master.url());
+    let (running, http, admin) = serve(target, &db, durability).await;
+    let sale = json!({"id": "p", "name": "p", "stock": 10, "per_user_limit": 1});
+    assert_eq!(
+        admin.post("/v1/sales", &sale).await.unwrap().0,
+        StatusCode::CREATED
+    );
+    let body = json!({"user_id": "u0", "request_id": "r0"});
+    let (status, order) = http.post("/v1/sales/p/purchase", &body).await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{order}");
+    let order_id = order["order_id"].as_str().unwrap().to_owned();
+    let pay = format!("/v1/orders/{order_id}/pay");
+    let store = Store::open(&db).await.unwrap();
+
+    replicas[0].pause().unwrap();
+    for _ in 0..2 {
+        let (status, body) = admin
+            .post(&pay, &json!({"payment_ref": "pay-0"}))
+            .await
+            .unwrap();
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+        assert_eq!(body["code"], "unavailable", "{body}");
+    }
+    assert_eq!(store.payment_ref(&order_id).await.unwrap(), None);
+
+    replicas[0].resume().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, body) = admin
+            .post(&pay, &json!({"payment_ref": "pay-0"}))
+            .await
+            .unwrap();
+        if status == StatusCode::OK {
+            assert_eq!(body["state"], "paid", "{body}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "never paid: {body}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        store.payment_ref(&order_id).await.unwrap().as_deref(),
+        Some("pay-0")
+    );
+    running.stop().await;
+}
+
 /// This process's thread count and resident memory (KiB), from /proc.
 fn process_status() -> (u64, u64) {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();

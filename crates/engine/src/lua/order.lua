@@ -1,8 +1,9 @@
 -- Pays or cancels one order.
 -- ARGV: sale id, generation, order ref "<ms>-<n>-<i>", 'pay' | 'cancel'.
 -- Returns the order's state afterwards, 'not_found', or 'refused|<state>'.
--- Paying a paid order and cancelling a cancelled one change nothing. An
--- order past its pay-by time expires here and now, whatever the sweeper did.
+-- Paying a paid order and cancelling a cancelled one change nothing (the
+-- order's state is written again, the same). An order past its pay-by time
+-- expires here and now, whatever the sweeper did.
 local sale, gen, ref, op = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local m = redis.call('HMGET', KEYS[1], 'gen', 'payment_timeout', 'limit', 'n')
 if m[1] ~= gen then
@@ -27,6 +28,10 @@ else
 end
 local target = op == 'pay' and 'paid' or 'cancelled'
 if state == target then
+  -- Done before, perhaps on another connection and not on any replica
+  -- yet: written again, so a WAIT after this call covers it (see
+  -- purchase.lua).
+  redis.call('HSET', KEYS[3], ref, value)
   return state
 end
 if state ~= 'pending_payment' then

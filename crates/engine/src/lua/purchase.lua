@@ -8,7 +8,8 @@
 -- stored "<ms>-<n>-<i>|<qty>" of an earlier purchase with this request id, or
 -- 'sold_out' | 'limit' | 'not_started' | 'ended' | 'no_sale'.
 -- Checks, in purchase_batch.lua's order: generation, request id, window, limit, stock.
--- Cost: 3 redis.calls (HMGET, XADD, HSET), +1 TIME with a start or end; +1
+-- Cost: 3 redis.calls (HMGET, XADD, HSET; HMGET, HSET for a repeated
+-- request id), +1 TIME with a start or end; +1
 -- HGET the first time after a persister read the sale, and +3 more on a
 -- sale it armed (HDEL, and tell's: prelude.lua); callgrind counts:
 -- scripts/lua-cost.sh.
@@ -33,8 +34,12 @@ if m[1] ~= gen then
   return 'no_sale'
 end
 -- The same order as purchase_batch.lua: a repeated request id gets its
--- order back even once the sale has ended.
+-- order back even once the sale has ended, and writes its record again. A
+-- retry follows an answer no replica confirmed, and may come on another
+-- connection: a WAIT counts only its connection's writes, so it confirms
+-- the order only after a write made after the order.
 if req_field and m[4] then
+  redis.call('HSET', KEYS[1], req_field, m[4])
   return m[4]
 end
 if ARGV[6] or m[3] ~= '0' then

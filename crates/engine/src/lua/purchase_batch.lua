@@ -8,7 +8,8 @@
 -- Returns { entry id or '' if nothing sold, one answer per purchase }: the
 -- order's number i in that entry, the stored "<ms>-<n>-<i>|<qty>" of an
 -- earlier purchase with this request id, or a refusal as purchase.lua's.
--- Cost: 3 redis.calls per batch whatever its size (HMGET, XADD, HSET), +1
+-- Cost: 3 redis.calls per batch whatever its size (HMGET, XADD, HSET; a
+-- batch that sells nothing, HMGET, +HSET if it answered a request id), +1
 -- TIME with a start or an end, +2 on a sale a persister armed (tell,
 -- prelude.lua); per purchase its hash fields and one stream pair.
 local gen, last = ARGV[1], #ARGV
@@ -51,6 +52,7 @@ local sold = {}      -- order number -> quantity, of this batch's orders
 local twins = {}     -- answer index -> order number it repeats
 local fresh, nfresh = {}, 0 -- request ids this batch bought with
 local dirty = {}
+local again            -- a record a repeated request id was answered from
 local n, k = 0, 5
 for i = 2, last, 3 do
   local user, req = ARGV[i], ARGV[i + 2]
@@ -76,7 +78,9 @@ for i = 2, last, 3 do
     answer = refusal
   elseif prior then
     answer = prior
-    if type(prior) == 'number' then
+    if type(prior) == 'string' then
+      again = { 'r:' .. req, prior }
+    elseif type(prior) == 'number' then
       -- Bought earlier in this batch: answered once the entry id is known.
       twins[na + 1] = prior
       answer = false
@@ -114,6 +118,11 @@ for i = 2, last, 3 do
   answers[na] = answer
 end
 if n == 0 then
+  -- Nothing sold: a request answered from its record writes it again (see
+  -- purchase.lua), so a WAIT after this call covers the order it answers.
+  if again then
+    redis.call('HSET', KEYS[1], again[1], again[2])
+  end
   return answers
 end
 local entry = redis.call('XADD', KEYS[2], '*', unpack(event))
