@@ -98,8 +98,14 @@ pub enum Error {
     /// master but no replica confirmed it in time, so a failover could
     /// still lose it. Retry with the same request id: the answer is the
     /// order if it survived, a new purchase if it did not.
-    #[error("purchase on sale `{0}` not confirmed by a replica in time")]
-    NotReplicated(String),
+    #[error("purchase on sale `{sale}` not confirmed by a replica in time")]
+    NotReplicated {
+        /// The sale.
+        sale: String,
+        /// The request id it was made under: the caller's, or, when it
+        /// sent none, one made for it, to retry with.
+        request_id: Option<String>,
+    },
 
     /// With [`crate::Durability::Replica`]: the order was paid or
     /// cancelled on the master but no replica confirmed it in time, so a

@@ -33,7 +33,7 @@ async fn a_purchase_is_acknowledged_once_every_replica_in_touch_has_it() {
         "the purchase took {:?}: the master may have stopped waiting for the frozen replica already",
         frozen.elapsed()
     );
-    assert!(matches!(one, Err(Error::NotReplicated(_))), "{one:?}");
+    assert!(matches!(one, Err(Error::NotReplicated { .. })), "{one:?}");
 
     // Unheard of for over two seconds, the frozen replica is not waited
     // for: the same request again answers the order made, now confirmed.
@@ -98,14 +98,26 @@ async fn a_request_answered_again_on_another_connection_waits_for_the_replicas()
         let req = PurchaseRequest::new("u0").request_id("req-u0");
         let made = one.purchase(&req).await;
         assert!(
-            matches!(made, Err(Error::NotReplicated(_))),
+            matches!(made, Err(Error::NotReplicated { .. })),
             "{strategy:?}: {made:?}"
         );
         let again = other.purchase(&req).await;
         assert!(
-            matches!(again, Err(Error::NotReplicated(_))),
+            matches!(again, Err(Error::NotReplicated { .. })),
             "{strategy:?}: {again:?}"
         );
+    }
+    // Sent with no request id, a purchase is made under one made for it,
+    // which the refusal names: the buyer can retry too.
+    let mut made_for = Vec::new();
+    for (strategy, one, _) in &purchasers {
+        match one.purchase(&PurchaseRequest::new("u1")).await {
+            Err(Error::NotReplicated {
+                request_id: Some(id),
+                ..
+            }) => made_for.push(id),
+            other => panic!("{strategy:?}: {other:?}"),
+        }
     }
     assert!(
         frozen.elapsed() < Duration::from_secs(2),
@@ -113,15 +125,19 @@ async fn a_request_answered_again_on_another_connection_waits_for_the_replicas()
         frozen.elapsed()
     );
 
-    // Running again, the replica has it: the retry answers the order.
+    // Running again, the replica has them: each retry answers its order.
     replicas[0].resume().unwrap();
-    for (strategy, _, other) in &purchasers {
-        let req = PurchaseRequest::new("u0").request_id("req-u0");
-        let again = other.purchase(&req).await.unwrap();
-        assert!(
-            matches!(again, Outcome::Duplicate(_)),
-            "{strategy:?}: {again:?}"
-        );
+    for ((strategy, _, other), id) in purchasers.iter().zip(&made_for) {
+        for req in [
+            PurchaseRequest::new("u0").request_id("req-u0"),
+            PurchaseRequest::new("u1").request_id(id),
+        ] {
+            let again = other.purchase(&req).await.unwrap();
+            assert!(
+                matches!(again, Outcome::Duplicate(_)),
+                "{strategy:?}: {again:?}"
+            );
+        }
     }
 }
 

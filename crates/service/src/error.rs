@@ -185,6 +185,9 @@ pub struct ApiError {
     pub code: Code,
     /// Human-readable explanation; its wording may change.
     pub message: String,
+    /// With an unconfirmed purchase sent without a request id: the one it
+    /// was made under, to retry with.
+    pub request_id: Option<String>,
 }
 
 impl ApiError {
@@ -194,6 +197,7 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            request_id: None,
         }
     }
 
@@ -242,7 +246,10 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = serde_json::json!({ "code": self.code.as_str(), "message": self.message });
+        let mut body = serde_json::json!({ "code": self.code.as_str(), "message": self.message });
+        if let Some(id) = self.request_id {
+            body["request_id"] = id.into();
+        }
         let mut response = (self.status, Json(body)).into_response();
         if self.status == StatusCode::UNAUTHORIZED {
             // RFC 6750: say which scheme would be taken.
@@ -292,11 +299,13 @@ impl From<seckill_engine::Error> for ApiError {
             ),
             E::StateConflict { .. } => Self::conflict(Code::SaleConflict, e.to_string()),
             E::Unsupported { .. } => Self::invalid(e.to_string()),
-            E::NotReplicated(_) => {
+            E::NotReplicated { ref request_id, .. } => {
                 tracing::warn!(error = %e, "purchase not confirmed by a replica");
-                Self::unavailable(
-                    "the purchase was not confirmed by a replica in time; retry with the same request_id",
-                )
+                let mut answer = Self::unavailable(
+                    "the purchase was not confirmed by a replica in time; retry with the same request_id (the one this answer names, if you sent none)",
+                );
+                answer.request_id = request_id.clone();
+                answer
             }
             E::SettlementNotReplicated(_) => {
                 tracing::warn!(error = %e, "payment or cancellation not confirmed by a replica");

@@ -127,7 +127,7 @@ impl AppState {
                 self.forget(id);
                 return Err(seckill_engine::Error::SaleNotFound(id.to_owned()).into());
             }
-            Err(e @ seckill_engine::Error::NotReplicated(_)) => {
+            Err(e @ seckill_engine::Error::NotReplicated { .. }) => {
                 self.waiting.unconfirmed(id);
                 return Err(e.into());
             }

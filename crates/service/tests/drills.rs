@@ -378,7 +378,9 @@ async fn a_sale_waiting_for_a_replica_is_listed_until_one_attaches() {
 /// answers 503 and records no payment in SQL, nor does a second one sent
 /// while the replica is still frozen (done already, it waits all the
 /// same); once the replica runs again, sending it again answers the order
-/// paid and records the payment once.
+/// paid and records the payment once. A purchase sent then without a
+/// request id answers 503 naming the one it was made under, and retried
+/// with it, answers that order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_payment_no_replica_confirmed_is_refused_and_recorded_nowhere() {
     let (master, replicas) = RedisServer::start_with_replicas(1).unwrap();
@@ -389,7 +391,7 @@ async fn a_payment_no_replica_confirmed_is_refused_and_recorded_nowhere() {
     };
     let target = seckill_redis::Target::server(&master.url());
     let (running, http, admin) = serve(target, &db, durability).await;
-    let sale = json!({"id": "p", "name": "p", "stock": 10, "per_user_limit": 1});
+    let sale = json!({"id": "p", "name": "p", "stock": 10, "per_user_limit": 3});
     assert_eq!(
         admin.post("/v1/sales", &sale).await.unwrap().0,
         StatusCode::CREATED
@@ -411,6 +413,17 @@ async fn a_payment_no_replica_confirmed_is_refused_and_recorded_nowhere() {
         assert_eq!(body["code"], "unavailable", "{body}");
     }
     assert_eq!(store.payment_ref(&order_id).await.unwrap(), None);
+    // A purchase sent without a request id: the 503 names the one it was
+    // made under.
+    let (status, body) = http
+        .post("/v1/sales/p/purchase", &json!({"user_id": "u1"}))
+        .await
+        .unwrap();
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    let made_for = body["request_id"]
+        .as_str()
+        .expect("a request id")
+        .to_owned();
 
     replicas[0].resume().unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -429,6 +442,30 @@ async fn a_payment_no_replica_confirmed_is_refused_and_recorded_nowhere() {
     assert_eq!(
         store.payment_ref(&order_id).await.unwrap().as_deref(),
         Some("pay-0")
+    );
+    // Retried with it, twice: the one order made, not a second or third.
+    let retry = json!({"user_id": "u1", "request_id": made_for});
+    let mut answered = Vec::new();
+    for _ in 0..2 {
+        let (status, body) = http.post("/v1/sales/p/purchase", &retry).await.unwrap();
+        assert_eq!(status, StatusCode::OK, "{body}");
+        answered.push(body["order_id"].clone());
+    }
+    assert_eq!(answered[0], answered[1]);
+    // Listed from SQL, once persisted.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let listed = loop {
+        let (_, listed) = admin.get("/v1/sales/p/orders?user_id=u1").await.unwrap();
+        if listed["orders"].as_array().is_some_and(|o| !o.is_empty()) {
+            break listed;
+        }
+        assert!(Instant::now() < deadline, "never listed: {listed}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        listed["orders"].as_array().map(Vec::len),
+        Some(1),
+        "{listed}"
     );
     running.stop().await;
 }

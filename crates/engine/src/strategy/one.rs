@@ -120,8 +120,10 @@ impl One {
             });
         }
         // A purchase the connection may send twice gets a request id of its
-        // own, so a second run answers with the first one's order.
-        let made_id = req.request_id.is_none() && !baseline && self.may_resend;
+        // own, so a second run answers with the first one's order; so does
+        // one a replica must confirm, so the buyer told to retry can.
+        let made_id =
+            req.request_id.is_none() && !baseline && (self.may_resend || self.replica.is_some());
         let with_id;
         let req = if made_id {
             with_id = req
@@ -146,7 +148,10 @@ impl One {
         if let (true, Some(replica), Some(epoch)) = (made, &self.replica, epoch)
             && !replica.confirm(epoch).await
         {
-            return Err(Error::NotReplicated(self.sale.clone()));
+            return Err(Error::NotReplicated {
+                sale: self.sale.clone(),
+                request_id: req.request_id.clone(),
+            });
         }
         let outcome = match outcome {
             // Its own id seen again: the buyer's one purchase, sent twice.
