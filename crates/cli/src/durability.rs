@@ -1,15 +1,17 @@
-//! `--durability` and `--replica-timeout-ms`: when a purchase is
-//! acknowledged (`serve`, `bench`) and when an order is committed to SQL
-//! (`serve`, `persist`).
+//! `--durability` and `--replica-timeout-ms`: when a purchase, a payment
+//! or a cancellation is acknowledged (`serve`, `bench`) and when an order
+//! is committed to SQL (`serve`, `persist`).
 
 use clap::Args as ClapArgs;
 
 #[derive(ClapArgs)]
 pub struct DurabilityArgs {
-    /// When a purchase is acknowledged: `primary` when the master has it;
-    /// `replica` once every replica in touch with the master has it too
-    /// (`WAIT`), so a failover cannot lose it; past `--replica-timeout-ms`
-    /// the buyer gets a 503 and retries with the same request id. With
+    /// When a purchase, a payment or a cancellation is acknowledged:
+    /// `primary` when the master has it; `replica` once every replica in
+    /// touch with the master has it too (`WAIT`), so a failover cannot lose
+    /// it; past `--replica-timeout-ms` the caller gets a 503 and sends it
+    /// again (a purchase with the same request id: the 503 names one made
+    /// for it if it had none). With
     /// `replica` the persister commits to SQL only what every replica the
     /// master lists online has, in touch or not, so an order a failover
     /// took from Redis is not in SQL either.

@@ -105,6 +105,17 @@ impl Engine {
             .invoke(&mut conn)
             .await?;
         let state = Transition::read(&answer)?.into_result(order_id);
+        // Units went back: cancelled now, or expired by this very call (a
+        // late pay or cancel expires the order first). Told whatever the
+        // replicas say below: they are back on the master now.
+        let returned = match &state {
+            Ok(state) => *state == OrderState::Cancelled,
+            Err(Error::OrderConflict { state, .. }) => *state == OrderState::Expired,
+            Err(_) => false,
+        };
+        if returned {
+            self.returned_to(&id.sale, id.generation).await?;
+        }
         // Acknowledged as a purchase is: a failover must not undo a
         // payment its payer was told of. Done before, it was written again
         // (order.lua), so the wait covers it too.
@@ -114,16 +125,6 @@ impl Engine {
                 .await?
         {
             return Err(Error::SettlementNotReplicated(order_id.to_owned()));
-        }
-        // Units went back: cancelled now, or expired by this very call (a
-        // late pay or cancel expires the order first).
-        let returned = match &state {
-            Ok(state) => *state == OrderState::Cancelled,
-            Err(Error::OrderConflict { state, .. }) => *state == OrderState::Expired,
-            Err(_) => false,
-        };
-        if returned {
-            self.returned_to(&id.sale, id.generation).await?;
         }
         state
     }

@@ -22,6 +22,7 @@ pub(crate) static LIBRARY: LazyLock<seckill_redis::Library> = LazyLock::new(|| {
     seckill_redis::Library::builder("seckill_orders")
         .cross_slot("read_news", &[include_str!("lua/read_news.lua")])
         .cross_slot("ledger_done", &[include_str!("lua/ledger_done.lua")])
+        .function("claim_batch", &[include_str!("lua/claim_batch.lua")])
         .read_only("due", &[include_str!("lua/due.lua")])
         .build()
 });

@@ -8,13 +8,14 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use rand::seq::SliceRandom;
 use redis::AsyncCommands;
 use redis::aio::ConnectionLike;
 use seckill_engine::{Event, StreamEntry};
 use seckill_redis::Conn;
 
 use crate::backlog::{Acks, InFlight, SaleStream, commit, in_flight, on_every_replica};
-use crate::config::GROUP;
+use crate::config::{GROUP, LIBRARY};
 use crate::error::{Error, Result};
 use crate::news::{MasterKeys, Told, Topology, read_ledger};
 use crate::store::Store;
@@ -75,8 +76,11 @@ pub(crate) struct Taken {
 /// With `replica_wait` (`--durability replica`), a batch is committed
 /// only once every replica has it, as a read is: a batch left because no
 /// replica confirmed it may hold purchases that only a master cut off
-/// from its replicas has, which a failover takes with it; unconfirmed, it
-/// is looked at again.
+/// from its replicas has, which a failover takes with it. The first one
+/// unconfirmed ends the call (a `WAIT` holds the connection up to its
+/// timeout, and the next would likely wait as long), to be looked at
+/// again; the sales are taken in a new order each call, so a master whose
+/// replica is frozen does not keep the others' batches waiting for good.
 pub(crate) async fn abandoned(
     conn: &mut Conn,
     store: &Store,
@@ -91,6 +95,8 @@ pub(crate) async fn abandoned(
     };
     let now = redis_ms(conn).await?;
     let idle = idle.as_millis() as u64;
+    let mut sales: Vec<&String> = sales.iter().collect();
+    sales.shuffle(&mut rand::rng());
     for sale in sales {
         let keys = SaleStream::new(sale)?;
         let batches = match in_flight(conn, &keys.persisting).await {
@@ -106,12 +112,17 @@ pub(crate) async fn abandoned(
                 taken.look_again = true;
                 continue;
             }
-            if let Some(timeout) = replica_wait
-                && let Err(e) = claim_kept(conn, &keys.persisting, &batch, me, timeout).await
-            {
-                tracing::warn!(sale, first = batch.first, error = %e, "an abandoned batch waits for the replicas");
-                taken.look_again = true;
-                continue;
+            if let Some(timeout) = replica_wait {
+                match claim_kept(conn, &keys.persisting, &batch, me, timeout).await {
+                    Ok(true) => {}
+                    // Committed by its reader meanwhile.
+                    Ok(false) => continue,
+                    Err(e) => {
+                        tracing::warn!(sale, first = batch.first, error = %e, "an abandoned batch waits for the replicas");
+                        taken.look_again = true;
+                        return Ok(taken);
+                    }
+                }
             }
             let entries = StreamEntry::range(conn, &keys.stream, &batch.first, &batch.last).await?;
             tracing::info!(sale, first = batch.first, "taking over an abandoned batch");
@@ -134,22 +145,27 @@ pub(crate) async fn abandoned(
 }
 
 /// Signs `batch` (a record of the persisting hash `persisting`) as taken
-/// by `me` and waits, at most `timeout`, until every replica has the
-/// write, and so every purchase before it: the batch's range is read with
-/// `XRANGE`, which writes nothing a `WAIT` could count. Rewritten after
-/// its commit cleared it, the record is taken again later, and committing
-/// twice writes the same rows.
+/// by `me` (`lua/claim_batch.lua`) and waits, at most `timeout`, until
+/// every replica has the write, and so every purchase before it: the
+/// batch's range is read with `XRANGE`, which later Redis versions do not
+/// count for a `WAIT`. False when the batch is gone, committed by its
+/// reader meanwhile.
 async fn claim_kept(
     conn: &mut Conn,
     persisting: &str,
     batch: &InFlight,
     me: &str,
     timeout: Duration,
-) -> Result<()> {
+) -> Result<bool> {
     let epoch = conn.epoch();
     let record = format!("{} {} {} {me}", batch.last, batch.entries, batch.read_ms);
-    let _: i64 = conn.hset(persisting, &batch.first, record).await?;
-    Ok(on_every_replica(conn, persisting, epoch, timeout).await?)
+    let mut call = LIBRARY.call("claim_batch", &[persisting]);
+    call.arg(&batch.first).arg(record);
+    if call.invoke::<i64>(conn).await? == 0 {
+        return Ok(false);
+    }
+    on_every_replica(conn, persisting, epoch, timeout).await?;
+    Ok(true)
 }
 
 /// Most ledger entries claimed at once.
