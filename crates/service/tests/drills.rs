@@ -315,6 +315,38 @@ async fn with_everysec_the_loss_window_is_measured_and_audited() {
     running.stop().await;
 }
 
+/// `serve` on `master` with `--durability replica` (a 100 ms wait) and
+/// SQLite in a throwaway folder, with sale `sale` made; bind `_dir` to a
+/// name, as [`Drill`]'s.
+struct Durable {
+    running: seckill_service::Running,
+    http: Http,
+    admin: Http,
+    db: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Durable {
+    async fn start(master: &RedisServer, sale: &serde_json::Value) -> Self {
+        let _dir = tempfile::tempdir().unwrap();
+        let db = _dir.path().join("o.db").to_string_lossy().into_owned();
+        let durability = seckill_engine::Durability::Replica {
+            timeout: Duration::from_millis(100),
+        };
+        let target = seckill_redis::Target::server(&master.url());
+        let (running, http, admin) = serve(target, &db, durability).await;
+        let (status, body) = admin.post("/v1/sales", sale).await.unwrap();
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        Self {
+            running,
+            http,
+            admin,
+            db,
+            _dir,
+        }
+    }
+}
+
 /// With `--durability replica`, a master without a replica cannot confirm a
 /// purchase: its sale answers 503 (nothing acknowledged), `/readyz` stays
 /// 200 and lists the sale, and the gauge counts it; once a replica
@@ -322,18 +354,13 @@ async fn with_everysec_the_loss_window_is_measured_and_audited() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sale_waiting_for_a_replica_is_listed_until_one_attaches() {
     let master = RedisServer::start().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("o.db").to_string_lossy().into_owned();
-    let durability = seckill_engine::Durability::Replica {
-        timeout: Duration::from_millis(100),
-    };
-    let target = seckill_redis::Target::server(&master.url());
-    let (running, http, admin) = serve(target, &db, durability).await;
     let sale = json!({"id": "w", "name": "w", "stock": 100, "per_user_limit": 100});
-    assert_eq!(
-        admin.post("/v1/sales", &sale).await.unwrap().0,
-        StatusCode::CREATED
-    );
+    let Durable {
+        running,
+        http,
+        _dir: _keep,
+        ..
+    } = Durable::start(&master, &sale).await;
     let buy = |n: u32| {
         let http = http.clone();
         async move {
@@ -384,18 +411,14 @@ async fn a_sale_waiting_for_a_replica_is_listed_until_one_attaches() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_payment_no_replica_confirmed_is_refused_and_recorded_nowhere() {
     let (master, replicas) = RedisServer::start_with_replicas(1).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("o.db").to_string_lossy().into_owned();
-    let durability = seckill_engine::Durability::Replica {
-        timeout: Duration::from_millis(100),
-    };
-    let target = seckill_redis::Target::server(&master.url());
-    let (running, http, admin) = serve(target, &db, durability).await;
     let sale = json!({"id": "p", "name": "p", "stock": 10, "per_user_limit": 3});
-    assert_eq!(
-        admin.post("/v1/sales", &sale).await.unwrap().0,
-        StatusCode::CREATED
-    );
+    let Durable {
+        running,
+        http,
+        admin,
+        db,
+        _dir,
+    } = Durable::start(&master, &sale).await;
     let body = json!({"user_id": "u0", "request_id": "r0"});
     let (status, order) = http.post("/v1/sales/p/purchase", &body).await.unwrap();
     assert_eq!(status, StatusCode::OK, "{order}");
