@@ -704,19 +704,21 @@ if spread:
     p("\n## Purchases spread over many sales\n")
     p("What an order costs Redis when purchases spread over many sales rather than aim at "
       "one: `seckill serve` on a private redis-server, 1,000 purchases/s for 30 s through "
-      "the API, into one sale, then each into a random one of 10,000. Orders stay unpaid "
+      "the API, into one sale, then each into a random one of 100, 1,000 or 10,000. "
+      "Orders stay unpaid "
       "with a 2 s pay-by time, so each is bought, persisted, expired and its expiry "
       "persisted within the window: redis-server's CPU (`/proc/PID/task/*/schedstat`) "
       "from the first purchase until every order is expired in SQL, per purchase. "
       "The clock starts once the start-up work is done: serve has read each sale once "
       "(its background, and the purchaser it makes for a sale on first use), and Redis "
       "is back to its idle rate.\n")
-    p("Each case is run again with `serve --no-background` and stock enough that no "
+    p("One sale and 10,000 are run again with `serve --no-background` and stock enough that no "
       "purchase is refused: the purchases alone, over their window. What the background "
       "(persisting, expiring, persisting the expiry) adds per purchase is the difference.\n")
     p("```sh\nbash scripts/spread.sh\n```\n")
     base = next((r for r in spread if r["case"] == "one"), None)
-    same_rate = [r for r in spread if r["case"] != "trickle" and r.get("background", True)]
+    same_rate = sorted((r for r in spread if r["case"] != "trickle" and r.get("background", True)),
+                       key=lambda r: r["sales"])
     alone = {r["sales"]: r for r in spread if r.get("background") is False}
 
     def purchase_alone(r):
@@ -727,15 +729,24 @@ if spread:
         a = purchase_alone(r)
         return None if a is None else r["redis_cpu_us_per_purchase"] - a
 
-    p(table(["sales", "purchases", "purchases/s", "expired in SQL", "window s",
+    p(table(["sales", "purchases", "purchases/s", "purchases/s per sale", "expired in SQL",
+             "window s",
              "redis-server CPU µs per purchase", "× one sale", "the purchase alone µs",
              "the background µs", "to SQL p50 ms", "to SQL p99 ms"],
             [[num(r["sales"]), num(r["purchases"]), num(r["purchases_per_s"]),
-              num(r["expired_in_sql"]), r["window_s"], num(r["redis_cpu_us_per_purchase"], 1),
+              num(r["purchases_per_s"] / r["sales"], 1), num(r["expired_in_sql"]), r["window_s"], num(r["redis_cpu_us_per_purchase"], 1),
               f"{r['redis_cpu_us_per_purchase'] / base['redis_cpu_us_per_purchase']:.2f}"
               if base else "–", num(purchase_alone(r), 1), num(background(r), 1),
               num(r.get("to_sql_p50_ms")), num(r.get("to_sql_p99_ms"))]
              for r in same_rate]))
+    by_sales = {r["sales"]: r["redis_cpu_us_per_purchase"] for r in same_rate}
+    if base and 1000 in by_sales and 10000 in by_sales:
+        p(f"\nFrom 1,000 sales to 10,000, ten times as many, the Redis CPU per purchase moved "
+          f"{by_sales[10000] / by_sales[1000]:.2f}×; from one sale to 1,000 it moved "
+          f"{by_sales[1000] / base['redis_cpu_us_per_purchase']:.2f}×. At 1,000 sales and "
+          "more, a sale gets a purchase a second or less, so each order meets every step of "
+          "the background (its persisting, its sale's sweep, its expiry's persisting) alone; "
+          "on one sale those steps serve many orders at once.")
     for r in spread:
         if r["case"] == "trickle":
             p(f"\nA trickle, {num(r['purchases_per_s'])} purchases/s for 20 s, each into a "

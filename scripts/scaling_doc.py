@@ -290,6 +290,16 @@ if idle or spread:
           "out, each order pays them alone: reading its stream, recording and deleting its "
           "batch, arming its sale, sweeping it, returning its unit and persisting that. Plan "
           f"Redis for spread-out sales at {ratio:.1f}× the per-purchase cost above.\n")
+        thousand = spread.get("sales-1000")
+        if thousand:
+            more = many["redis_cpu_us_per_purchase"] / thousand["redis_cpu_us_per_purchase"]
+            p(("That factor is the price of quiet sales, not of many: at " if more <= 1.1
+               else "Part of it is the number of sales: at ") +
+              f"{num(thousand['sales'])} sales, each with about a purchase a second, a purchase "
+              f"cost {num(thousand['redis_cpu_us_per_purchase'], 1)} µs, and at "
+              f"{num(many['sales'])}, ten times as many, "
+              f"{num(many['redis_cpu_us_per_purchase'], 1)} µs "
+              f"({more:.2f}×).\n")
     trickle = spread.get("trickle")
     if trickle and trickle.get("to_sql_p99_ms") is not None:
         p(f"Latency holds when purchases are few and far between: at "

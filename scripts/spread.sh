@@ -3,18 +3,18 @@
 # rather than aimed at one: `seckill serve` (persister, sweeper and
 # archiver in-process) on a private redis-server; RATE purchases/s (1,000
 # unless given) for SECONDS (30) through the API, into one sale, then
-# spread over 10,000 sales (each purchase a random one). Orders are left
-# unpaid with a 2 s pay-by time, so each is bought, persisted, expired and
-# its expiry persisted within the window. redis-server's CPU (ns, from
-# /proc/PID/task/*/schedstat) from the first purchase until every order
-# is expired in SQL, per purchase, and how long after its answer each
-# order was first seen in SQL (p50, p99; the watcher looks every 5 ms).
-# Each case again with `serve --no-background` and stock enough that no
-# purchase is refused (`"background": false`): the purchases alone, over
-# their window, so what the background adds per purchase is the
-# difference. Then a trickle: 100/s over the 10,000 sales for 20 s. One
-# JSON line per case. Needs redis-server, curl and python3; about five
-# minutes.
+# spread over 100, 1,000 and 10,000 sales (each purchase a random one).
+# Orders are left unpaid with a 2 s pay-by time, so each is bought,
+# persisted, expired and its expiry persisted within the window.
+# redis-server's CPU (ns, from /proc/PID/task/*/schedstat) from the first
+# purchase until every order is expired in SQL, per purchase, and how
+# long after its answer each order was first seen in SQL (p50, p99; the
+# watcher looks every 5 ms). The one sale and the 10,000 again with
+# `serve --no-background` and stock enough that no purchase is refused
+# (`"background": false`): the purchases alone, over their window, so
+# what the background adds per purchase is the difference. Then a
+# trickle: 100/s over the 10,000 sales for 20 s. One JSON line per case.
+# Needs redis-server, curl and python3; about seven minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
@@ -180,6 +180,11 @@ PY
 }
 
 run one 1 "$RATE" "$SECONDS_RUN"
+# Between the two: where the cost rises as fewer of a sale's orders
+# share each step of the background (the purchases a sale gets a second),
+# and whether it goes on rising with the number of sales.
+run sales-100 100 "$RATE" "$SECONDS_RUN"
+run sales-1000 1000 "$RATE" "$SECONDS_RUN"
 run spread 10000 "$RATE" "$SECONDS_RUN"
 run one-alone 1 "$RATE" "$SECONDS_RUN" alone
 run spread-alone 10000 "$RATE" "$SECONDS_RUN" alone
