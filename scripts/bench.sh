@@ -244,7 +244,7 @@ for m in body hs256 rs256; do
   http auth-$m-fresh 1000000 "$sf --no-background" "$lf --users 20000 --request-ids" 20000 100
 done
 
-step "many sales: idle ones, and purchases spread over 10,000"
+step "many sales: idle ones, and purchases spread over 100 to 10,000"
 bash scripts/idle.sh >"$OUT/idle.jsonl"
 bash scripts/spread.sh >"$OUT/spread.jsonl"
 

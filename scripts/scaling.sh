@@ -26,7 +26,7 @@ $S bench --cluster --strategy coalesced --stock 300000 --buyers 300000 --concurr
 step "skewed demand on a cluster"
 $S bench --cluster --strategy atomic --shards 6 --skew --stock 20000 --buyers 80000 --per-user-limit 1 --json >"$OUT/skew.jsonl"
 
-step "many sales: idle ones, and purchases spread over 10,000"
+step "many sales: idle ones, and purchases spread over 100 to 10,000"
 # bench.sh has measured them already when it runs this.
 if [ -n "${MANY_SALES_FROM:-}" ]; then
   cp "$MANY_SALES_FROM/idle.jsonl" "$MANY_SALES_FROM/spread.jsonl" "$OUT/"
