@@ -107,6 +107,21 @@ pub enum Error {
         request_id: Option<String>,
     },
 
+    /// A purchase sent with no request id, made under one made for it (on
+    /// a cluster, or with [`crate::Durability::Replica`]), got no answer
+    /// from Redis (an error or no reply in time): it may have been made.
+    /// Retry with `request_id`: the answer is that order if it was made, a
+    /// new purchase if it was not.
+    #[error("purchase on sale `{sale}` got no answer ({reason}); retry with its request id")]
+    Unanswered {
+        /// The sale.
+        sale: String,
+        /// The request id made for it.
+        request_id: String,
+        /// What went wrong on the way.
+        reason: String,
+    },
+
     /// With [`crate::Durability::Replica`]: the order was paid or
     /// cancelled on the master but no replica confirmed it in time, so a
     /// failover could still undo it. Sending it again is safe: done, it

@@ -330,3 +330,46 @@ async fn a_cancelled_unit_returns_to_a_sharded_sale_though_no_replica_confirmed_
     );
     assert_eq!(after, before + 1, "the sale was not told of the unit back");
 }
+
+/// A purchase sent with no request id that Redis did not answer in time
+/// (paused longer than the engine waits) still runs once Redis does: the
+/// error names the id made for it, and a retry with that id answers the
+/// order made, not a second one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purchase_redis_did_not_answer_names_the_id_to_retry_with() {
+    let (master, _replicas) = RedisServer::start_with_replicas(1).unwrap();
+    let engine = durable(&master).await;
+    for (i, strategy) in [Strategy::Atomic, Strategy::Coalesced]
+        .into_iter()
+        .enumerate()
+    {
+        let sale = format!("q{i}");
+        engine
+            .create_sale(&SaleSpec::new(&sale, 100))
+            .await
+            .unwrap();
+        let purchaser = engine.purchaser(strategy, &sale).await.unwrap();
+        let paused = Instant::now();
+        let pause = seckill_redis::RESPONSE_TIMEOUT + Duration::from_secs(1);
+        let () = redis::cmd("CLIENT")
+            .arg("PAUSE")
+            .arg(pause.as_millis() as u64)
+            .arg("ALL")
+            .query_async(&mut engine.connection())
+            .await
+            .unwrap();
+        let id = match purchaser.purchase(&PurchaseRequest::new("u")).await {
+            Err(Error::Unanswered { request_id, .. }) => request_id,
+            other => panic!("{strategy:?}: {other:?}"),
+        };
+        tokio::time::sleep(pause.saturating_sub(paused.elapsed())).await;
+        let again = PurchaseRequest::new("u").request_id(&id);
+        let answered = until_confirmed(|| purchaser.purchase(&again)).await;
+        assert!(
+            matches!(answered, Outcome::Duplicate(_)),
+            "{strategy:?}: {answered:?}"
+        );
+        let sold = engine.sale(&sale).await.unwrap().sold;
+        assert_eq!(sold, 1, "{strategy:?}: bought twice");
+    }
+}

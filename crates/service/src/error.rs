@@ -185,12 +185,20 @@ pub struct ApiError {
     pub code: Code,
     /// Human-readable explanation; its wording may change.
     pub message: String,
-    /// With an unconfirmed purchase sent without a request id: the one it
-    /// was made under, to retry with.
+    /// With a purchase sent without a request id that may have been made
+    /// (unanswered, or not confirmed by a replica): the id it was made
+    /// under, to retry with.
     pub request_id: Option<String>,
 }
 
 impl ApiError {
+    /// The same answer naming the request id a purchase that may have
+    /// been made was made under, for a buyer who sent none to retry with.
+    fn naming(mut self, request_id: Option<String>) -> Self {
+        self.request_id = request_id;
+        self
+    }
+
     /// An error with any status and code.
     pub fn new(status: StatusCode, code: Code, message: impl Into<String>) -> Self {
         Self {
@@ -301,11 +309,17 @@ impl From<seckill_engine::Error> for ApiError {
             E::Unsupported { .. } => Self::invalid(e.to_string()),
             E::NotReplicated { ref request_id, .. } => {
                 tracing::warn!(error = %e, "purchase not confirmed by a replica");
-                let mut answer = Self::unavailable(
+                Self::unavailable(
                     "the purchase was not confirmed by a replica in time; retry with the same request_id (the one this answer names, if you sent none)",
-                );
-                answer.request_id = request_id.clone();
-                answer
+                )
+                .naming(request_id.clone())
+            }
+            E::Unanswered { ref request_id, .. } => {
+                tracing::warn!(error = %e, "purchase unanswered");
+                Self::unavailable(
+                    "the sale service got no answer from its store; the purchase may have been made: retry with the request_id this answer names",
+                )
+                .naming(Some(request_id.clone()))
             }
             E::SettlementNotReplicated(_) => {
                 tracing::warn!(error = %e, "payment or cancellation not confirmed by a replica");

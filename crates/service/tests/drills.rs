@@ -493,6 +493,71 @@ async fn a_payment_no_replica_confirmed_is_refused_and_recorded_nowhere() {
     running.stop().await;
 }
 
+/// Drill 8 with no request id, where the service makes one (here under
+/// `--durability replica`; on a cluster alike): Redis frozen longer than
+/// the service waits, the 503 names the id the purchase was made under;
+/// retried with it once Redis runs again, it answers the order the frozen
+/// call made then, not a second one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purchase_redis_did_not_answer_names_the_request_id_to_retry_with() {
+    let (master, _replicas) = RedisServer::start_with_replicas(1).unwrap();
+    let sale = json!({"id": "f", "name": "f", "stock": 10, "per_user_limit": 5});
+    let Durable {
+        running,
+        http,
+        _dir: _keep,
+        ..
+    } = Durable::start(&master, &sale).await;
+    // The sale's purchaser made first (its first purchase reads the sale).
+    let (status, body) = http
+        .post("/v1/sales/f/purchase", &json!({"user_id": "first"}))
+        .await
+        .unwrap();
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let mut raw = seckill_redis::Target::server(&master.url())
+        .connect()
+        .await
+        .unwrap();
+    let () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(3_000)
+        .arg("ALL")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let (status, answer) = http
+        .post("/v1/sales/f/purchase", &json!({"user_id": "patient"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        (status, answer["code"].as_str()),
+        (StatusCode::SERVICE_UNAVAILABLE, Some("unavailable")),
+        "{answer}"
+    );
+    let made_for = answer["request_id"]
+        .as_str()
+        .expect("a request id")
+        .to_owned();
+    tokio::time::sleep(Duration::from_millis(3_500).saturating_sub(started.elapsed())).await;
+    let retry = json!({"user_id": "patient", "request_id": made_for});
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, body) = http.post("/v1/sales/f/purchase", &retry).await.unwrap();
+        if status == StatusCode::OK {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never answered: {body}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (_, sale) = http.get("/v1/sales/f").await.unwrap();
+    assert_eq!(
+        sale["sold"], 2,
+        "the first, and the frozen one once: {sale}"
+    );
+    running.stop().await;
+}
+
 /// This process's thread count and resident memory (KiB), from /proc.
 fn process_status() -> (u64, u64) {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();

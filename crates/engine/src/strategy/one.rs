@@ -134,14 +134,24 @@ impl One {
             req
         };
         let epoch = self.replica.as_ref().map(ReplicaGate::epoch);
-        let (outcome, tries) = match &self.imp {
-            Imp::Lock(s) => (s.purchase(req).await?, 1),
-            Imp::Watch(s) => s.purchase(req).await?,
-            Imp::List(s) => (s.purchase(req).await?, 1),
-            Imp::Lua(s) => (s.purchase(req).await?, 1),
-            Imp::Atomic(s) => (s.purchase(req).await?, 1),
-            Imp::Coalesced(s) => (s.purchase(req).await?, 1),
+        let answered = match &self.imp {
+            Imp::Lock(s) => s.purchase(req).await.map(|o| (o, 1)),
+            Imp::Watch(s) => s.purchase(req).await,
+            Imp::List(s) => s.purchase(req).await.map(|o| (o, 1)),
+            Imp::Lua(s) => s.purchase(req).await.map(|o| (o, 1)),
+            Imp::Atomic(s) => s.purchase(req).await.map(|o| (o, 1)),
+            Imp::Coalesced(s) => s.purchase(req).await.map(|o| (o, 1)),
         };
+        // Unanswered, it may have been made: the buyer, who sent no id,
+        // needs the one made for it to retry without buying twice.
+        let (outcome, tries) = answered.map_err(|e| match (e, &req.request_id) {
+            (e @ (Error::Redis(_) | Error::Batch(_)), Some(id)) if made_id => Error::Unanswered {
+                sale: self.sale.clone(),
+                request_id: id.clone(),
+                reason: e.to_string(),
+            },
+            (e, _) => e,
+        })?;
         // An order answered again (a repeated request id) may be the one a
         // replica has not confirmed yet: it waits too.
         let made = matches!(outcome, Outcome::Ok(_) | Outcome::Duplicate(_));
