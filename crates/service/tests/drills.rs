@@ -208,17 +208,7 @@ async fn a_frozen_redis_times_out_as_503_and_retries_never_double_apply() {
         _dir: _keep,
         ..
     } = drill(Options::default(), sale).await;
-    let mut raw = seckill_redis::Target::server(&redis.url())
-        .connect()
-        .await
-        .unwrap();
-    let () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(3_000)
-        .arg("ALL")
-        .query_async(&mut raw)
-        .await
-        .unwrap();
+    pause_all(&redis.url(), 3_000).await;
     let body = json!({ "user_id": "patient", "request_id": "once" });
     let started = Instant::now();
     let (status, answer) = http.post("/v1/sales/p/purchase", &body).await.unwrap();
@@ -239,6 +229,19 @@ async fn a_frozen_redis_times_out_as_503_and_retries_never_double_apply() {
     let (_, sale) = http.get("/v1/sales/p").await.unwrap();
     assert_eq!(sale["sold"], 1, "applied exactly once: {sale}");
     running.stop().await;
+}
+
+/// Freezes the Redis at `url` for `ms` (`CLIENT PAUSE … ALL`): every
+/// command sent meanwhile waits, then runs.
+async fn pause_all(url: &str, ms: u64) {
+    let mut raw = seckill_redis::Target::server(url).connect().await.unwrap();
+    let () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(ms)
+        .arg("ALL")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
 }
 
 /// Drill 4: the same crash with `appendfsync everysec`. Redis may forget up
@@ -514,17 +517,7 @@ async fn a_purchase_redis_did_not_answer_names_the_request_id_to_retry_with() {
         .await
         .unwrap();
     assert_eq!(status, StatusCode::OK, "{body}");
-    let mut raw = seckill_redis::Target::server(&master.url())
-        .connect()
-        .await
-        .unwrap();
-    let () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(3_000)
-        .arg("ALL")
-        .query_async(&mut raw)
-        .await
-        .unwrap();
+    pause_all(&master.url(), 3_000).await;
     let started = Instant::now();
     let (status, answer) = http
         .post("/v1/sales/f/purchase", &json!({"user_id": "patient"}))
