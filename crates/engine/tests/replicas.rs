@@ -10,7 +10,8 @@
 use std::time::{Duration, Instant};
 
 use seckill_engine::{
-    Durability, Engine, Error, OrderState, Outcome, PurchaseRequest, SaleSpec, Strategy, home_shard,
+    Durability, Engine, Error, OrderState, Outcome, PurchaseRequest, Purchaser, SaleSpec, Strategy,
+    home_shard,
 };
 use seckill_testkit::RedisServer;
 
@@ -136,6 +137,25 @@ async fn a_request_answered_again_on_another_connection_waits_for_the_replicas()
     }
 }
 
+/// A sale of 100 units per production strategy, `<prefix>0` for `Atomic`
+/// and `<prefix>1` for `Coalesced`, with its purchaser.
+async fn a_sale_each(engine: &Engine, prefix: &str) -> Vec<(Strategy, String, Purchaser)> {
+    let mut sales = Vec::new();
+    for (i, strategy) in [Strategy::Atomic, Strategy::Coalesced]
+        .into_iter()
+        .enumerate()
+    {
+        let sale = format!("{prefix}{i}");
+        engine
+            .create_sale(&SaleSpec::new(&sale, 100))
+            .await
+            .unwrap();
+        let purchaser = engine.purchaser(strategy, &sale).await.unwrap();
+        sales.push((strategy, sale, purchaser));
+    }
+    sales
+}
+
 /// `call` again until no replica-wait refusal, at most 10 s: a replica
 /// resumed from SIGSTOP takes a moment to catch up and answer.
 async fn until_confirmed<T: std::fmt::Debug, F: Future<Output = seckill_engine::Result<T>>>(
@@ -175,28 +195,20 @@ async fn a_payment_or_cancellation_is_acknowledged_once_every_replica_in_touch_h
     );
     synced(&second).await;
     replicas[0].pause().unwrap();
-    let paid = first.pay(&orders[0]).await;
-    assert!(
-        matches!(paid, Err(Error::SettlementNotReplicated(_))),
-        "{paid:?}"
-    );
-    let cancelled = first.cancel(&orders[1]).await;
-    assert!(
-        matches!(cancelled, Err(Error::SettlementNotReplicated(_))),
-        "{cancelled:?}"
-    );
-    // Sent again through another connection: done already, its state is
-    // written again, the same, and the answer waits for the replica.
-    let paid = second.pay(&orders[0]).await;
-    assert!(
-        matches!(paid, Err(Error::SettlementNotReplicated(_))),
-        "{paid:?}"
-    );
-    let cancelled = second.cancel(&orders[1]).await;
-    assert!(
-        matches!(cancelled, Err(Error::SettlementNotReplicated(_))),
-        "{cancelled:?}"
-    );
+    // The second time through another connection: done already, its state
+    // is written again, the same, and the answer waits for the replica.
+    for engine in [&first, &second] {
+        let paid = engine.pay(&orders[0]).await;
+        assert!(
+            matches!(paid, Err(Error::SettlementNotReplicated(_))),
+            "{paid:?}"
+        );
+        let cancelled = engine.cancel(&orders[1]).await;
+        assert!(
+            matches!(cancelled, Err(Error::SettlementNotReplicated(_))),
+            "{cancelled:?}"
+        );
+    }
 
     replicas[0].resume().unwrap();
     let paid = until_confirmed(|| second.pay(&orders[0])).await;
@@ -226,16 +238,7 @@ async fn a_retry_answered_from_what_was_done_writes_it_again() {
     // covers the record on every version.
     let (master, _replicas) = RedisServer::start_with_replicas(1).unwrap();
     let engine = Engine::connect(&master.url()).await.unwrap();
-    for (i, strategy) in [Strategy::Atomic, Strategy::Coalesced]
-        .into_iter()
-        .enumerate()
-    {
-        let sale = format!("w{i}");
-        engine
-            .create_sale(&SaleSpec::new(&sale, 100))
-            .await
-            .unwrap();
-        let purchaser = engine.purchaser(strategy, &sale).await.unwrap();
+    for (strategy, _, purchaser) in a_sale_each(&engine, "w").await {
         let req = PurchaseRequest::new("u0").request_id("again");
         purchaser.purchase(&req).await.unwrap();
         let before = written(&engine).await;
@@ -339,16 +342,7 @@ async fn a_cancelled_unit_returns_to_a_sharded_sale_though_no_replica_confirmed_
 async fn a_purchase_redis_did_not_answer_names_the_id_to_retry_with() {
     let (master, _replicas) = RedisServer::start_with_replicas(1).unwrap();
     let engine = durable(&master).await;
-    for (i, strategy) in [Strategy::Atomic, Strategy::Coalesced]
-        .into_iter()
-        .enumerate()
-    {
-        let sale = format!("q{i}");
-        engine
-            .create_sale(&SaleSpec::new(&sale, 100))
-            .await
-            .unwrap();
-        let purchaser = engine.purchaser(strategy, &sale).await.unwrap();
+    for (strategy, sale, purchaser) in a_sale_each(&engine, "q").await {
         let paused = Instant::now();
         let pause = seckill_redis::RESPONSE_TIMEOUT + Duration::from_secs(1);
         let () = redis::cmd("CLIENT")

@@ -452,19 +452,8 @@ async fn a_payment_no_replica_confirmed_is_refused_and_recorded_nowhere() {
         .to_owned();
 
     replicas[0].resume().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let (status, body) = admin
-            .post(&pay, &json!({"payment_ref": "pay-0"}))
-            .await
-            .unwrap();
-        if status == StatusCode::OK {
-            assert_eq!(body["state"], "paid", "{body}");
-            break;
-        }
-        assert!(Instant::now() < deadline, "never paid: {body}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let paid = post_until_ok(&admin, &pay, &json!({"payment_ref": "pay-0"})).await;
+    assert_eq!(paid["state"], "paid", "{paid}");
     assert_eq!(
         store.payment_ref(&order_id).await.unwrap().as_deref(),
         Some("pay-0")
@@ -534,21 +523,27 @@ async fn a_purchase_redis_did_not_answer_names_the_request_id_to_retry_with() {
         .to_owned();
     tokio::time::sleep(Duration::from_millis(3_500).saturating_sub(started.elapsed())).await;
     let retry = json!({"user_id": "patient", "request_id": made_for});
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let (status, body) = http.post("/v1/sales/f/purchase", &retry).await.unwrap();
-        if status == StatusCode::OK {
-            break;
-        }
-        assert!(Instant::now() < deadline, "never answered: {body}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    post_until_ok(&http, "/v1/sales/f/purchase", &retry).await;
     let (_, sale) = http.get("/v1/sales/f").await.unwrap();
     assert_eq!(
         sale["sold"], 2,
         "the first, and the frozen one once: {sale}"
     );
     running.stop().await;
+}
+
+/// POSTs `body` to `path` until it answers 200, at most 10 s (a replica
+/// resumed takes a moment to confirm), and answers that 200's body.
+async fn post_until_ok(http: &Http, path: &str, body: &serde_json::Value) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, answer) = http.post(path, body).await.unwrap();
+        if status == StatusCode::OK {
+            return answer;
+        }
+        assert!(Instant::now() < deadline, "never 200: {answer}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// This process's thread count and resident memory (KiB), from /proc.
