@@ -91,7 +91,7 @@ impl Part<'_> {
         for (id, o) in &parsed {
             if let Some(req) = &o.request_id {
                 fields.push((
-                    format!("r:{req}"),
+                    format!("r:{}/{req}", o.info.user_id),
                     format!("{}|{}", id.local(), o.info.quantity),
                 ));
             }

@@ -118,6 +118,51 @@ async fn a_repeated_request_id_returns_the_first_order_and_sells_once() {
     }
 }
 
+/// A request id is its buyer's own: buyers who happen to send the same
+/// one (all at once, so the coalesced ones share a batch) each buy, and
+/// each repeat answers its own buyer's order, never another's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn buyers_sending_the_same_request_id_each_get_their_own_order() {
+    let (_server, engine) = setup().await;
+    for strategy in [Strategy::Atomic, Strategy::Coalesced] {
+        let id = format!("shared-id-{}", strategy.name());
+        engine.create_sale(&SaleSpec::new(&id, 100)).await.unwrap();
+        let buy = engine.purchaser(strategy, &id).await.unwrap();
+        let users: Vec<String> = (0..10).map(|u| format!("u{u}")).collect();
+        let requests: Vec<PurchaseRequest> = users
+            .iter()
+            .chain(&users)
+            .map(|user| PurchaseRequest::new(user).request_id("same"))
+            .collect();
+        let answers: Vec<Outcome> = join_all(requests.iter().map(|req| buy.purchase(req)))
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+        for (i, user) in users.iter().enumerate() {
+            let (first, again) = (&answers[i], &answers[i + users.len()]);
+            assert!(first.order().is_some(), "{strategy:?} {user}: {first:?}");
+            assert_eq!(first.order(), again.order(), "{strategy:?} {user}");
+        }
+        let mut orders: Vec<_> = answers.iter().filter_map(|a| a.order()).collect();
+        orders.sort_by(|a, b| a.order_id.cmp(&b.order_id));
+        orders.dedup();
+        assert_eq!(orders.len(), users.len(), "{strategy:?}: {answers:?}");
+        assert_eq!(engine.sale(&id).await.unwrap().remaining, 90);
+        for order in orders {
+            let info = engine.order(&order.order_id).await.unwrap();
+            assert!(
+                answers
+                    .iter()
+                    .zip(&requests)
+                    .all(|(a, req)| a.order() != Some(order) || req.user_id == info.user_id),
+                "{strategy:?}: {} answered to another buyer",
+                order.order_id
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_refused_request_id_can_be_retried() {
     let (_server, engine) = setup().await;

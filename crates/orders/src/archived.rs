@@ -70,12 +70,13 @@ pub async fn order(
     }))
 }
 
-/// A purchase of sale `sale_id` with `request_id`, answered from SQL: an
-/// archived sale has ended, and a purchase it made with this request id
-/// gets that order back, as it did live.
+/// A purchase of sale `sale_id` by `user_id` with `request_id`, answered
+/// from SQL: an archived sale has ended, and a purchase the buyer made
+/// with this request id gets that order back, as it did live.
 pub async fn purchase(
     store: &Store,
     sale_id: &str,
+    user_id: &str,
     request_id: Option<&str>,
 ) -> Result<Found<Outcome>> {
     let sale = match store.sale(sale_id).await? {
@@ -89,7 +90,7 @@ pub async fn purchase(
     };
     if let Some(request) = request_id
         && let Some(order) = store
-            .order_by_request(sale_id, sale.generation, request)
+            .order_by_request(sale_id, sale.generation, user_id, request)
             .await?
     {
         return Ok(Found::Archived(Outcome::Duplicate(Order {

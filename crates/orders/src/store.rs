@@ -266,23 +266,25 @@ impl Store {
         Ok(done.rows_affected() == 1)
     }
 
-    /// The order request id `request_id` bought in generation `generation`
-    /// of sale `sale_id`; `None` if none did. A scan of the sale's orders:
+    /// The order buyer `user_id` bought with request id `request_id` in
+    /// generation `generation` of sale `sale_id`; `None` if none did. A scan of the sale's orders:
     /// for archived sales, whose retries are rare.
     pub async fn order_by_request(
         &self,
         sale_id: &str,
         generation: i64,
+        user_id: &str,
         request_id: &str,
     ) -> Result<Option<StoredOrder>> {
         let (low, high) = OrderId::bounds(sale_id, u64::try_from(generation).ok());
         Ok(sqlx::query_as(&self.dialect.params(&format!(
             "{SELECT_ORDER} WHERE order_id > $1 AND order_id < $2 AND sale_id = $3 \
-             AND request_id = $4 LIMIT 1"
+             AND user_id = $4 AND request_id = $5 LIMIT 1"
         )))
         .bind(low)
         .bind(high)
         .bind(sale_id)
+        .bind(user_id)
         .bind(request_id)
         .fetch_optional(&self.pool)
         .await?)

@@ -877,6 +877,17 @@ async fn an_archived_sale_answers_from_sql_with_the_same_bodies() {
     );
     let again = buy(&rig, "old", keyed).await;
     assert_eq!(again, first);
+    // Another buyer sending that request id is not answered that order.
+    expect(
+        buy(
+            &rig,
+            "old",
+            json!({ "user_id": "other", "request_id": "key-1" }),
+        )
+        .await,
+        409,
+        "ended",
+    );
     let (status, ended) = rig
         .admin
         .post("/v1/sales/old/end", &json!({}))

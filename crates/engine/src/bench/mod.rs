@@ -72,7 +72,7 @@ impl Engine {
             [
                 &sale.generation.to_string(),
                 "u__rand_int__",
-                "r:r__rand_int__",
+                "r:u__rand_int__/r__rand_int__",
                 "1|r__rand_int__",
                 "1795392000123-0-0|1",
             ]

@@ -5,7 +5,7 @@
 -- can cost less; what purchase.lua costs above it is its own logic.
 -- KEYS: 1 sale hash  2 order stream (a sale of its own: this writes fixed
 -- values into it).
--- ARGV: generation, user, request field "r:<id>", event value
+-- ARGV: generation, user, request field "r:<user>/<id>", event value
 --       "<qty>|<id>", order reference "<ms>-<n>-0|<qty>", then 'refusal'
 --       to stop after the read, as a refusal does.
 -- Returns the entry id, or 'sold_out' for a refusal.

@@ -5,7 +5,8 @@
 --       a sale with them, its limit (0 = none) and start ms (codec/purchase.rs).
 --       The end is read from the hash: ending a sale early moves it.
 -- Returns the new order's entry id "<ms>-<n>" (order 0 of that entry), the
--- stored "<ms>-<n>-<i>|<qty>" of an earlier purchase with this request id, or
+-- stored "<ms>-<n>-<i>|<qty>" of this buyer's earlier purchase with this
+-- request id (field "r:<user>/<request id>"), or
 -- 'sold_out' | 'limit' | 'not_started' | 'ended' | 'no_sale'.
 -- Checks, in purchase_batch.lua's order: generation, request id, window, limit, stock.
 -- Cost: 3 redis.calls (HMGET, XADD, HSET; HMGET, HSET for a repeated
@@ -19,7 +20,9 @@ local limit = 0
 if ARGV[5] then
   limit = tonumber(ARGV[5])
 end
-local req_field = req ~= '' and 'r:' .. req
+-- A request id is the buyer's own: another buyer sending the same one
+-- makes a purchase of its own, and never learns of this one's order.
+local req_field = req ~= '' and 'r:' .. user .. '/' .. req
 local bought_field = limit > 0 and 'u:' .. user
 -- Only the fields this purchase needs: each costs ~600.
 local m

@@ -7,7 +7,8 @@
 --       past the triples). The end is read from the sale's hash.
 -- Returns { entry id or '' if nothing sold, one answer per purchase }: the
 -- order's number i in that entry, the stored "<ms>-<n>-<i>|<qty>" of an
--- earlier purchase with this request id, or a refusal as purchase.lua's.
+-- earlier purchase by this buyer with this request id, or a refusal as
+-- purchase.lua's.
 -- Cost: 3 redis.calls per batch whatever its size (HMGET, XADD, HSET; a
 -- batch that sells nothing, HMGET, +HSET if it answered a request id), +1
 -- TIME with a start or an end, +2 on a sale a persister armed (tell,
@@ -28,7 +29,7 @@ for i = 2, last, 3 do
   end
   if ARGV[i + 2] ~= '' then
     nf = nf + 1
-    fields[nf] = 'r:' .. ARGV[i + 2]
+    fields[nf] = 'r:' .. ARGV[i] .. '/' .. ARGV[i + 2]
   end
 end
 local m = redis.call('HMGET', KEYS[1], unpack(fields))
@@ -55,7 +56,11 @@ local dirty = {}
 local again            -- a record a repeated request id was answered from
 local n, k = 0, 5
 for i = 2, last, 3 do
+  -- A request id is the buyer's own (see purchase.lua): `req` is the pair.
   local user, req = ARGV[i], ARGV[i + 2]
+  if req ~= '' then
+    req = user .. '/' .. req
+  end
   -- What this buyer holds and what this request id bought, as read (the
   -- first read of each counts; later purchases of the batch update them).
   if limit > 0 then
@@ -104,7 +109,7 @@ for i = 2, last, 3 do
       if req == '' then
         event[ne] = ARGV[i + 1]
       else
-        event[ne] = ARGV[i + 1] .. '|' .. req
+        event[ne] = ARGV[i + 1] .. '|' .. ARGV[i + 2]
         known[req] = n
         nfresh = nfresh + 1
         fresh[nfresh] = req

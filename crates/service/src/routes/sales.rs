@@ -423,7 +423,7 @@ async fn archived_purchase(
     id: &str,
     req: &PurchaseRequest,
 ) -> Result<Outcome, ApiError> {
-    match archived::purchase(&state.store, id, req.request_id.as_deref()).await? {
+    match archived::purchase(&state.store, id, &req.user_id, req.request_id.as_deref()).await? {
         Found::Archived(outcome) => Ok(outcome),
         Found::Lost { sale_id } => Err(ApiError::sale_lost(&sale_id)),
         Found::Missing => Err(seckill_engine::Error::SaleNotFound(id.to_owned()).into()),
