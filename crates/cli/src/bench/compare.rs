@@ -166,7 +166,8 @@ const FLOOR_REFUSAL: &str = "floor: a refusal's read alone";
 
 /// Purchase script command lines that every call answers with a refusal,
 /// as (baseline name, sale, command): the sale sold out, the buyer over
-/// the limit, the request id already used (answered with its order).
+/// the limit, the buyer's request id already used (answered with its
+/// order: a request id is its buyer's own).
 async fn refusal_commands(
     engine: &Engine,
     run_id: &str,
@@ -209,9 +210,7 @@ async fn refusal_commands(
         (
             "purchase script answering a repeated request id",
             repeated.clone(),
-            engine
-                .purchase_command(&repeated, "u__rand_int__", "first")
-                .await?,
+            engine.purchase_command(&repeated, "buyer", "first").await?,
         ),
     ])
 }
