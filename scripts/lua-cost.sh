@@ -96,7 +96,7 @@ cost() {
 KEYS=(2 'seckill:{sale:b}:sale' 'seckill:{sale:b}:orders')
 cost return_1_same_arguments one "$N" 0 - "${KEYS[@]}" 123 u__rand_int__ 1 r__rand_int__
 cost classic_check_decr "$LUA/classic_decr.lua" "$N" 0 - 1 'seckill:{sale:b}:stock'
-FLOOR=(123 u__rand_int__ r:r__rand_int__ '1|r__rand_int__' '1795392000123-0-0|1')
+FLOOR=(123 u__rand_int__ r:u__rand_int__/r__rand_int__ '1|r__rand_int__' '1795392000123-0-0|1')
 cost floor_purchase floor "$N" 1 - "${KEYS[@]}" "${FLOOR[@]}"
 cost floor_refusal floor "$N" 0 - "${KEYS[@]}" "${FLOOR[@]}" refusal
 cost purchase_no_limit purchase "$N" 1 - "${KEYS[@]}" 123 u__rand_int__ 1 r__rand_int__

@@ -30,8 +30,9 @@ struct Model {
     left: u64,
     limit: Option<u64>,
     bought: HashMap<String, u64>,
-    /// request id -> (user's order quantity, index of the answer that bought)
-    requests: HashMap<String, (u32, usize)>,
+    /// (user, request id) -> (its order's quantity, index of the answer
+    /// that bought): a request id is its buyer's own.
+    requests: HashMap<(String, String), (u32, usize)>,
 }
 
 #[derive(Debug, PartialEq)]
@@ -45,7 +46,7 @@ enum Expect {
 impl Model {
     fn apply(&mut self, i: usize, req: &PurchaseRequest) -> Expect {
         if let Some(id) = &req.request_id
-            && let Some((_, first)) = self.requests.get(id)
+            && let Some((_, first)) = self.requests.get(&(req.user_id.clone(), id.clone()))
         {
             return Expect::Duplicate(*first);
         }
@@ -60,7 +61,8 @@ impl Model {
         self.left -= qty;
         *self.bought.entry(req.user_id.clone()).or_default() += qty;
         if let Some(id) = &req.request_id {
-            self.requests.insert(id.clone(), (req.quantity, i));
+            self.requests
+                .insert((req.user_id.clone(), id.clone()), (req.quantity, i));
         }
         Expect::Ok(req.quantity)
     }
