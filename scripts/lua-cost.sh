@@ -103,7 +103,7 @@ cost purchase_no_limit purchase "$N" 1 - "${KEYS[@]}" 123 u__rand_int__ 1 r__ran
 cost purchase_limit_1 purchase "$N" 1 - "${KEYS[@]}" 123 u__rand_int__ 1 r__rand_int__ 1
 cost refusal_sold_out purchase "$N" 0 "left 0" "${KEYS[@]}" 123 u__rand_int__ 1 r__rand_int__
 cost refusal_over_limit purchase "$N" 0 "u:buyer 1" "${KEYS[@]}" 123 buyer 1 r__rand_int__ 1
-cost repeated_request_id purchase "$N" 0 "r:first 1-0-0|1" "${KEYS[@]}" 123 u__rand_int__ 1 first
+cost repeated_request_id purchase "$N" 0 "r:buyer/first 1-0-0|1" "${KEYS[@]}" 123 buyer 1 first
 batch=("${KEYS[@]}" 123)
 for _ in $(seq 64); do batch+=(u__rand_int__ 1 r__rand_int__); done
 per_batch=$(cost batch_64 purchase_batch $((N / 20)) 1 - "${batch[@]}" | awk '{print $2}')

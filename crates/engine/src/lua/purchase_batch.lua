@@ -56,11 +56,7 @@ local dirty = {}
 local again            -- a record a repeated request id was answered from
 local n, k = 0, 5
 for i = 2, last, 3 do
-  -- A request id is the buyer's own (see purchase.lua): `req` is the pair.
   local user, req = ARGV[i], ARGV[i + 2]
-  if req ~= '' then
-    req = user .. '/' .. req
-  end
   -- What this buyer holds and what this request id bought, as read (the
   -- first read of each counts; later purchases of the batch update them).
   if limit > 0 then
@@ -71,6 +67,9 @@ for i = 2, last, 3 do
   end
   local prior
   if req ~= '' then
+    -- From here `req` is its record's field as read above, built once:
+    -- "r:<user>/<id>", the buyer's own (see purchase.lua).
+    req = fields[k]
     prior = known[req]
     if prior == nil and m[k] then
       prior = m[k]
@@ -84,7 +83,7 @@ for i = 2, last, 3 do
   elseif prior then
     answer = prior
     if type(prior) == 'string' then
-      again = { 'r:' .. req, prior }
+      again = { req, prior }
     elseif type(prior) == 'number' then
       -- Bought earlier in this batch: answered once the entry id is known.
       twins[na + 1] = prior
@@ -146,7 +145,7 @@ for user in pairs(dirty) do
 end
 for _, req in ipairs(fresh) do
   local number = known[req]
-  writes[nw + 1] = 'r:' .. req
+  writes[nw + 1] = req
   nw = nw + 2
   writes[nw] = entry .. (ORDER_SUFFIX[number] or '-' .. number .. '|') .. sold[number]
 end
