@@ -400,9 +400,19 @@ if cost:
         "refusal_over_limit": "`atomic` refusal: over a limit of 1",
         "repeated_request_id": "`atomic` answer to a repeated request id",
         "batch_64_per_purchase": "`coalesced`, batch of 64, per purchase",
+        "expire_quiet_sale_in_sweep_per_sale": "expiry of a quiet sale's one order (limit 1), "
+                                               "in one sweep of 500 such sales, per sale",
     }
     p(table(["script", "instructions"], [[names.get(k, k), num(int(v))] for k, v in cost.items()
                                           if k in names]))
+    sweep, bought = cost.get("expire_quiet_sale_in_sweep_per_sale"), cost.get("purchase_limit_1")
+    if sweep and bought:
+        p(f"\nThe expiry of an order alone in its sale, what purchases spread over many "
+          f"sales add most (see \"Purchases spread over many sales\"), costs "
+          f"{int(sweep) / int(bought):.1f}× the purchase that made it, though one call "
+          f"sweeps 500 sales: each sale's expiry reads its hash and its stream, writes "
+          f"the order's state, gives the unit back and tells the persisters, where a "
+          f"purchase reads once and writes twice.")
     p("\nWhat each design choice saved is written in the scripts' headers "
       "(`crates/engine/src/lua/`).\n")
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Instructions per call of the purchase functions, counted by callgrind on
 # a private redis-server: unlike µs, machine load does not move them.
-# Prints one line per case as `name instructions`. Needs valgrind,
+# Prints one line per case as `name instructions`; the last case is the
+# expiry sweep's, per sale. Needs valgrind,
 # redis-server and redis-benchmark; about a minute.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -108,3 +109,54 @@ batch=("${KEYS[@]}" 123)
 for _ in $(seq 64); do batch+=(u__rand_int__ 1 r__rand_int__); done
 per_batch=$(cost batch_64 purchase_batch $((N / 20)) 1 - "${batch[@]}" | awk '{print $2}')
 echo "batch_64_per_purchase $((per_batch / 64))"
+
+# The expiry of quiet sales, what spreading purchases over many sales adds
+# most (docs/benchmarks.md, "Purchases spread over many sales"): rounds of
+# SALES sales, each armed on its master's ledger with one order of one
+# unit come due under a limit of 1 (as scripts/spread.sh buys), swept by
+# one `FCALL expire` over the due index; instructions of the sweeps alone
+# (callgrind zeroed before each, dumped after), per sale, the first round
+# left out as a warm-up.
+SALES=500
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+valgrind --tool=callgrind --callgrind-out-file="$WORK/sweep.$port" \
+  redis-server --port "$port" --save '' --appendonly no >/dev/null 2>&1 &
+pid=$!
+for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.2; done
+r="redis-cli -p $port"
+$r FUNCTION LOAD "$(cat "$WORK/library.lua")" >/dev/null
+LEDGER='seckill:{news:0}:ledger'
+$r XGROUP CREATE "$LEDGER" persister 0 MKSTREAM >/dev/null
+# As a persister leaves an armed sale with one purchase read and filed.
+SETUP='
+for i = 1, tonumber(ARGV[1]) do
+  local base = "seckill:{sale:r" .. ARGV[2] .. "-" .. i .. "}"
+  redis.call("HSET", base .. ":sale", "gen", "123", "payment_timeout", "1", "left", "9",
+    "limit", "1", "end", "0", "n", KEYS[1] .. " persister 1", "u:u" .. i, "1")
+  redis.call("XADD", base .. ":orders", "1000-" .. i, "b", "123", "u" .. i, "1")
+  redis.call("XGROUP", "CREATE", base .. ":orders", "persister", "$")
+  redis.call("ZADD", KEYS[2], 2000, base .. ":sale")
+end'
+for round in 1 2 3 4 5; do
+  $r EVAL "$SETUP" 2 "$LEDGER" 'seckill:{news:0}:due' "$SALES" "$round" >/dev/null
+  callgrind_control -z "$pid" >/dev/null 2>&1
+  expired=$($r FCALL expire_cost 1 'seckill:{news:0}:due' '' "$SALES" 64 '' | head -1)
+  callgrind_control -d "$pid" >/dev/null 2>&1
+  if [ "$expired" != "$SALES" ]; then
+    echo "error: expiry sweep: $expired orders expired of $SALES" >&2
+    exit 1
+  fi
+  [ "$round" = 1 ] && rm -f "$WORK"/sweep."$port".*
+done
+told=$($r XLEN "$LEDGER")
+if [ "$told" != $((SALES * 5)) ]; then
+  echo "error: expiry sweep: $told expiries told of $((SALES * 5))" >&2
+  exit 1
+fi
+$r shutdown nosave >/dev/null 2>&1 || true
+wait "$pid" 2>/dev/null || true
+total=0
+for f in "$WORK"/sweep."$port".*; do
+  total=$((total + $(awk '/^(summary|totals):/ {print $2}' "$f" | sort -n | tail -1)))
+done
+echo "expire_quiet_sale_in_sweep_per_sale $((total / (SALES * 4)))"

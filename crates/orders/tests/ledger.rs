@@ -345,3 +345,87 @@ async fn a_sale_disarmed_with_entries_still_in_the_ledger_counts_them() {
     .await;
     assert_persisted(engine, store, "hot", 100).await;
 }
+
+/// `n` quiet sales, each armed, with one order bought, persisted and come
+/// due (a payment timeout of 1 s), and the persister that armed them.
+async fn quiet_sales_due(rig: &Rig, n: usize) -> (Vec<String>, Persister) {
+    let engine = &rig.engine;
+    let sales: Vec<String> = (0..n).map(|i| format!("d{i}")).collect();
+    for sale in &sales {
+        let spec = SaleSpec::new(sale, 10).payment_timeout_secs(1);
+        engine.create_sale(&spec).await.unwrap();
+    }
+    let mut persister = Persister::new(&rig.server.url(), rig.store.clone(), config("p"))
+        .await
+        .unwrap();
+    let all = |check: fn(Option<String>, u64) -> bool| {
+        let sales = &sales;
+        async move {
+            let mut conn = engine.connection();
+            for sale in sales {
+                let backlog = unpersisted(&mut conn, sale).await.unwrap();
+                if !check(armed(engine, sale).await, backlog) {
+                    return false;
+                }
+            }
+            true
+        }
+    };
+    rounds_until(&mut persister, || all(|armed, _| armed.is_some())).await;
+    for sale in &sales {
+        assert_eq!(buy(engine, Strategy::Atomic, sale, 1).await.len(), 1);
+    }
+    rounds_until(&mut persister, || all(|_, backlog| backlog == 0)).await;
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    (sales, persister)
+}
+
+/// Rounds of `persister` until every sale's orders are in SQL, as Redis
+/// holds them.
+async fn persist_all(rig: &Rig, persister: &mut Persister, sales: &[String]) {
+    let engine = &rig.engine;
+    rounds_until(persister, || async {
+        let mut conn = engine.connection();
+        for sale in sales {
+            if unpersisted(&mut conn, sale).await.unwrap() > 0 {
+                return false;
+            }
+        }
+        true
+    })
+    .await;
+    for sale in sales {
+        assert_persisted(engine, &rig.store, sale, 1).await;
+    }
+}
+
+/// An expiry the ledger refuses (as a ledger left on another node would)
+/// disarms its sale and is appended to the sale's own stream instead,
+/// from where SQL learns it: the sweep neither fails nor loses it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expiry_the_ledger_refuses_is_left_in_its_sales_stream_and_persisted() {
+    let rig = rig().await;
+    let (sales, persister) = quiet_sales_due(&rig, 10).await;
+    drop(persister);
+    let mut conn = rig.engine.connection();
+    // The ledger, set aside; a string in its place refuses the XADD.
+    let _: () = conn.rename(LEDGER, "aside").await.unwrap();
+    let _: () = conn.set(LEDGER, "not a stream").await.unwrap();
+    let (expired, _, _) = rig.engine.expire_due_in(DUE, 500).await.unwrap();
+    assert_eq!(expired, 10);
+    for sale in &sales {
+        assert_eq!(armed(&rig.engine, sale).await, None, "{sale}: disarmed");
+        let last: redis::streams::StreamRangeReply = conn
+            .xrevrange_count(format!("seckill:{{sale:{sale}}}:orders"), "+", "-", 1)
+            .await
+            .unwrap();
+        assert!(last.ids[0].map.contains_key("expired"), "{sale}: {last:?}");
+    }
+    let _: () = conn.del(LEDGER).await.unwrap();
+    let _: () = conn.rename("aside", LEDGER).await.unwrap();
+    // A persister's first round reads every sale's own stream.
+    let mut heir = Persister::new(&rig.server.url(), rig.store.clone(), config("heir"))
+        .await
+        .unwrap();
+    persist_all(&rig, &mut heir, &sales).await;
+}
