@@ -1,3 +1,58 @@
+-- expire.lua: expire_sale and its helpers (see expire_sale below).
+
+-- Files the sale whose keys are KEYS in the due index under the time its
+-- first purchase past the cursor `after` comes due (`timeout` ms after its
+-- entry), or takes it out when none is left: a purchase after that is
+-- filed again by the persister that reads it (read_news.lua) or commits
+-- it (ledger_done.lua, both in the orders crate). Settlements and expiries
+-- between are skipped, up to FILE_LOOK entries: each purchase on a quiet
+-- sale is followed by its expiry, which would otherwise cost a sweep that
+-- finds nothing. Past FILE_LOOK entries with no purchase, the last one's
+-- time files it early (a sweep then walks the cursor past them). `rest`:
+-- the entries past `after` when known to be all of them, which spares the
+-- look. This and past are made once per call, not per sale: a sweep
+-- of many sales would otherwise make them for each. FILE_LOOK_ARG is the
+-- count as Redis reads it: a Lua number is written with '%.17g'.
+local FILE_LOOK, FILE_LOOK_ARG = 8, '8'
+local function file(due_index, timeout, unfile, after, rest)
+  if not due_index then
+    return
+  end
+  local next = rest or redis.call('XRANGE', KEYS[2], after and ('(' .. after) or '-', '+',
+    'COUNT', FILE_LOOK_ARG)
+  local at
+  for _, e in ipairs(next) do
+    if e[2][1] == 'b' then
+      at = e[1]
+      break
+    end
+  end
+  if not at and #next == FILE_LOOK then
+    at = next[#next][1]
+  end
+  if at then
+    redis.pcall('ZADD', due_index,
+      string.format('%d', tonumber(string.match(at, '^(%d+)')) + timeout), KEYS[1])
+  elseif unfile then
+    unfile[#unfile + 1] = KEYS[1]
+  else
+    redis.pcall('ZREM', due_index, KEYS[1])
+  end
+end
+
+-- The entries of a first look past its `n` due ones, when it reached the
+-- stream's end (`tail`); else nil.
+local function past(look, n, tail)
+  if not tail then
+    return nil
+  end
+  local r = {}
+  for i = n + 1, #look do
+    r[#r + 1] = look[i]
+  end
+  return r
+end
+
 -- expire_sale(sale, most, due_index, now, unfile): expires unpaid orders of
 -- one sale past their pay-by time, oldest first, looking at no more than
 -- `most` stream entries; then files the sale in its master's due index
@@ -7,7 +62,8 @@
 -- others at once.
 -- KEYS: the sale's lifecycle keys (lifecycle_common.lua), set per sale by
 -- expire_due.lua, which passes its `now` (ms, server clock; read here when
--- nil). Returns { orders expired, 1 if more may be due else 0 }.
+-- nil). Returns the orders expired, and 1 if more may be due else 0 (two
+-- values, not a table: a sweep of many sales makes none for each).
 -- The stream is in pay-by order (pay-by = entry time + payment timeout), so
 -- the sweep walks it from the cursor `swept`, which the persister never trims
 -- past; each order expires once, its state written where its units return.
@@ -23,57 +79,21 @@ local function expire_sale(sale, most, due_index, now, unfile)
     if due_index then
       redis.pcall('ZREM', due_index, KEYS[1])
     end
-    return { 0, 0 }
+    return 0, 0
   end
   local gen, timeout = m[1], tonumber(m[2]) * 1000
 
-  -- Files the sale in the due index under the time its first purchase past
-  -- the cursor `after` comes due, or takes it out when none is left: a
-  -- purchase after that is filed again by the persister that reads it
-  -- (read_news.lua) or commits it (ledger_done.lua, both in the orders
-  -- crate). Settlements and expiries between are skipped, up to
-  -- FILE_LOOK entries: each purchase on a quiet sale is followed by its
-  -- expiry, which would otherwise cost a sweep that finds nothing. Past
-  -- FILE_LOOK entries with no purchase, the last one's time files it early
-  -- (a sweep then walks the cursor past them). `rest`: the entries past
-  -- `after` when known to be all of them, which spares the look.
-  local FILE_LOOK = 8
-  local function file(after, rest)
-    if not due_index then
-      return
-    end
-    local next = rest or redis.call('XRANGE', KEYS[2], after and ('(' .. after) or '-', '+',
-      'COUNT', FILE_LOOK)
-    local at
-    for _, e in ipairs(next) do
-      if e[2][1] == 'b' then
-        at = e[1]
-        break
-      end
-    end
-    if not at and #next == FILE_LOOK then
-      at = next[#next][1]
-    end
-    if at then
-      redis.pcall('ZADD', due_index, tonumber(string.match(at, '^(%d+)')) + timeout, KEYS[1])
-    elseif unfile then
-      unfile[#unfile + 1] = KEYS[1]
-    else
-      redis.pcall('ZREM', due_index, KEYS[1])
-    end
-  end
-
   local cutoff = (now or now_ms()) - timeout
   if cutoff < 0 then
-    file(m[3])
-    return { 0, 0 }
+    file(due_index, timeout, unfile, m[3])
+    return 0, 0
   end
   local from = m[3] and ('(' .. m[3]) or '-'
   -- A first look, FILE_LOOK entries to the stream's end: on a quiet sale it
   -- holds all that is left (`tail`), which then says where to file the sale
   -- with no look of its own. Its entries past the cutoff are not due; when
   -- all FILE_LOOK are, the rest up to the cutoff is read.
-  local look = redis.call('XRANGE', KEYS[2], from, '+', 'COUNT', FILE_LOOK)
+  local look = redis.call('XRANGE', KEYS[2], from, '+', 'COUNT', FILE_LOOK_ARG)
   local tail = #look < FILE_LOOK
   local entries, n = {}, 0
   for _, e in ipairs(look) do
@@ -90,17 +110,6 @@ local function expire_sale(sale, most, due_index, now, unfile)
       entries[n] = e
     end
   end
-  -- The entries of the first look past the due ones, when it reached the end.
-  local function rest()
-    if not tail then
-      return nil
-    end
-    local r = {}
-    for i = n + 1, #look do
-      r[#r + 1] = look[i]
-    end
-    return r
-  end
   -- At most 3,000 orders a call: each unpacked array holds two values per
   -- order, inside Lua's limit of ~8,000; an entry holds at most 1,000.
   local refs, orders, last, looked = {}, {}, nil, 0
@@ -114,7 +123,8 @@ local function expire_sale(sale, most, due_index, now, unfile)
       for i = 0, count - 1 do
         local qty = string.match(f[4 + 2 * i], '^(%d+)')
         if qty ~= '0' then
-          refs[#refs + 1] = e[1] .. '-' .. i
+          -- Written by hand for the first: Lua writes numbers with sprintf.
+          refs[#refs + 1] = e[1] .. (i == 0 and '-0' or '-' .. i)
           orders[#orders + 1] = { refs[#refs], f[3 + 2 * i], qty }
         end
       end
@@ -123,8 +133,8 @@ local function expire_sale(sale, most, due_index, now, unfile)
     looked = looked + 1
   end
   if not last then
-    file(m[3], rest())
-    return { 0, 0 }
+    file(due_index, timeout, unfile, m[3], past(look, n, tail))
+    return 0, 0
   end
   local due = {}
   if #refs == 1 then
@@ -150,7 +160,7 @@ local function expire_sale(sale, most, due_index, now, unfile)
   local more = (looked < n or n == most) and 1 or 0
   if more == 0 then
     -- What settle appended (an expiry) is no purchase: the rest stands.
-    file(last, rest())
+    file(due_index, timeout, unfile, last, past(look, n, tail))
   end
-  return { #due, more }
+  return #due, more
 end

@@ -33,9 +33,9 @@ local function expire_due_sales()
     if string.find(id, '~', 1, true) or (type(look) == 'table' and look.err) then
       left[#left + 1] = id
     else
-      local r = expire_sale(id, most, due_index, now, unfile)
-      out[1] = out[1] + r[1]
-      if r[2] == 1 then
+      local expired, more = expire_sale(id, most, due_index, now, unfile)
+      out[1] = out[1] + expired
+      if more == 1 then
         left[#left + 1] = id
       end
     end
@@ -48,6 +48,6 @@ local function expire_due_sales()
 end
 
 if ARGV[1] ~= '' then
-  return expire_sale(ARGV[1], tonumber(ARGV[2]), ARGV[3])
+  return { expire_sale(ARGV[1], tonumber(ARGV[2]), ARGV[3]) }
 end
 return expire_due_sales()

@@ -45,12 +45,15 @@ local function settle(sale, gen, limit, orders, state, n, also, written)
   local back, per_user = 0, {}
   for _, o in ipairs(orders) do
     local value = o[2] .. '|' .. o[3]
-    states[#states + 1] = o[1]
-    states[#states + 1] = state .. '|' .. value
+    if not written then
+      states[#states + 1] = o[1]
+      states[#states + 1] = state .. '|' .. value
+    end
     event[#event + 1] = o[1]
     event[#event + 1] = value
-    back = back + tonumber(o[3])
-    per_user[o[2]] = (per_user[o[2]] or 0) + tonumber(o[3])
+    local qty = tonumber(o[3])
+    back = back + qty
+    per_user[o[2]] = (per_user[o[2]] or 0) + qty
   end
   if not written then
     redis.call('HSET', KEYS[3], unpack(states))
@@ -69,10 +72,11 @@ local function settle(sale, gen, limit, orders, state, n, also, written)
     local held = redis.call('HMGET', KEYS[1], unpack(fields))
     local left = tonumber(held[1] or '0')
     writes[#writes + 1] = 'left'
-    writes[#writes + 1] = left + back
+    -- Redis would write these numbers with '%.17g', far dearer than '%d'.
+    writes[#writes + 1] = string.format('%d', left + back)
     for i = 2, #fields do
       writes[#writes + 1] = fields[i]
-      writes[#writes + 1] = tonumber(held[i] or '0') - units[i - 1]
+      writes[#writes + 1] = string.format('%d', tonumber(held[i] or '0') - units[i - 1])
     end
     if left <= 0 then
       redis.call('PUBLISH', 'seckill:restock', sale)
