@@ -267,8 +267,9 @@ impl Store {
     }
 
     /// The order buyer `user_id` bought with request id `request_id` in
-    /// generation `generation` of sale `sale_id`; `None` if none did. A scan of the sale's orders:
-    /// for archived sales, whose retries are rare.
+    /// generation `generation` of sale `sale_id`; `None` if none did. A
+    /// scan of the sale's orders: for archived sales, whose retries are
+    /// rare.
     pub async fn order_by_request(
         &self,
         sale_id: &str,

@@ -42,6 +42,33 @@ async fn rounds_until<F: Future<Output = bool>>(persister: &mut Persister, done:
     }
 }
 
+/// Rounds of `persister` until every one of `sales` is armed.
+async fn arm(persister: &mut Persister, engine: &Engine, sales: &[String]) {
+    rounds_until(persister, || async {
+        for sale in sales {
+            if armed(engine, sale).await.is_none() {
+                return false;
+            }
+        }
+        true
+    })
+    .await;
+}
+
+/// Rounds of `persister` until nothing of `sales` is left unpersisted.
+async fn drain(persister: &mut Persister, engine: &Engine, sales: &[String]) {
+    rounds_until(persister, || async {
+        let mut conn = engine.connection();
+        for sale in sales {
+            if unpersisted(&mut conn, sale).await.unwrap() > 0 {
+                return false;
+            }
+        }
+        true
+    })
+    .await;
+}
+
 /// A persister with `config`, run until it armed sale `sale`, made with
 /// `stock` units.
 async fn armed_persister(rig: &Rig, sale: &str, stock: u64, config: PersisterConfig) -> Persister {
@@ -79,15 +106,7 @@ async fn what_a_dead_persister_read_from_the_ledger_is_taken_over() {
     let mut first = Persister::new(&server.url(), store.clone(), config("first"))
         .await
         .unwrap();
-    rounds_until(&mut first, || async {
-        for sale in &sales {
-            if armed(engine, sale).await.is_none() {
-                return false;
-            }
-        }
-        true
-    })
-    .await;
+    arm(&mut first, engine, &sales).await;
     drop(first);
 
     // One order in each: told through the ledger, not the sales' streams.
@@ -133,16 +152,7 @@ async fn what_a_dead_persister_read_from_the_ledger_is_taken_over() {
     let mut heir = Persister::new(&server.url(), store.clone(), config("heir"))
         .await
         .unwrap();
-    rounds_until(&mut heir, || async {
-        let mut conn = engine.connection();
-        for sale in &sales {
-            if unpersisted(&mut conn, sale).await.unwrap() > 0 {
-                return false;
-            }
-        }
-        true
-    })
-    .await;
+    drain(&mut heir, engine, &sales).await;
     for sale in &sales {
         assert_persisted(engine, store, sale, 1).await;
     }
@@ -347,8 +357,8 @@ async fn a_sale_disarmed_with_entries_still_in_the_ledger_counts_them() {
 }
 
 /// `n` quiet sales, each armed, with one order bought, persisted and come
-/// due (a payment timeout of 1 s), and the persister that armed them.
-async fn quiet_sales_due(rig: &Rig, n: usize) -> (Vec<String>, Persister) {
+/// due (a payment timeout of 1 s).
+async fn quiet_sales_due(rig: &Rig, n: usize) -> Vec<String> {
     let engine = &rig.engine;
     let sales: Vec<String> = (0..n).map(|i| format!("d{i}")).collect();
     for sale in &sales {
@@ -358,45 +368,13 @@ async fn quiet_sales_due(rig: &Rig, n: usize) -> (Vec<String>, Persister) {
     let mut persister = Persister::new(&rig.server.url(), rig.store.clone(), config("p"))
         .await
         .unwrap();
-    let all = |check: fn(Option<String>, u64) -> bool| {
-        let sales = &sales;
-        async move {
-            let mut conn = engine.connection();
-            for sale in sales {
-                let backlog = unpersisted(&mut conn, sale).await.unwrap();
-                if !check(armed(engine, sale).await, backlog) {
-                    return false;
-                }
-            }
-            true
-        }
-    };
-    rounds_until(&mut persister, || all(|armed, _| armed.is_some())).await;
+    arm(&mut persister, engine, &sales).await;
     for sale in &sales {
         assert_eq!(buy(engine, Strategy::Atomic, sale, 1).await.len(), 1);
     }
-    rounds_until(&mut persister, || all(|_, backlog| backlog == 0)).await;
+    drain(&mut persister, engine, &sales).await;
     tokio::time::sleep(Duration::from_millis(1_100)).await;
-    (sales, persister)
-}
-
-/// Rounds of `persister` until every sale's orders are in SQL, as Redis
-/// holds them.
-async fn persist_all(rig: &Rig, persister: &mut Persister, sales: &[String]) {
-    let engine = &rig.engine;
-    rounds_until(persister, || async {
-        let mut conn = engine.connection();
-        for sale in sales {
-            if unpersisted(&mut conn, sale).await.unwrap() > 0 {
-                return false;
-            }
-        }
-        true
-    })
-    .await;
-    for sale in sales {
-        assert_persisted(engine, &rig.store, sale, 1).await;
-    }
+    sales
 }
 
 /// An expiry the ledger refuses (as a ledger left on another node would)
@@ -405,16 +383,16 @@ async fn persist_all(rig: &Rig, persister: &mut Persister, sales: &[String]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expiry_the_ledger_refuses_is_left_in_its_sales_stream_and_persisted() {
     let rig = rig().await;
-    let (sales, persister) = quiet_sales_due(&rig, 10).await;
-    drop(persister);
-    let mut conn = rig.engine.connection();
+    let (engine, store) = (&rig.engine, &rig.store);
+    let sales = quiet_sales_due(&rig, 10).await;
+    let mut conn = engine.connection();
     // The ledger, set aside; a string in its place refuses the XADD.
     let _: () = conn.rename(LEDGER, "aside").await.unwrap();
     let _: () = conn.set(LEDGER, "not a stream").await.unwrap();
-    let (expired, _, _) = rig.engine.expire_due_in(DUE, 500).await.unwrap();
+    let (expired, _, _) = engine.expire_due_in(DUE, 500).await.unwrap();
     assert_eq!(expired, 10);
     for sale in &sales {
-        assert_eq!(armed(&rig.engine, sale).await, None, "{sale}: disarmed");
+        assert_eq!(armed(engine, sale).await, None, "{sale}: disarmed");
         let last: redis::streams::StreamRangeReply = conn
             .xrevrange_count(format!("seckill:{{sale:{sale}}}:orders"), "+", "-", 1)
             .await
@@ -424,8 +402,11 @@ async fn an_expiry_the_ledger_refuses_is_left_in_its_sales_stream_and_persisted(
     let _: () = conn.del(LEDGER).await.unwrap();
     let _: () = conn.rename("aside", LEDGER).await.unwrap();
     // A persister's first round reads every sale's own stream.
-    let mut heir = Persister::new(&rig.server.url(), rig.store.clone(), config("heir"))
+    let mut heir = Persister::new(&rig.server.url(), store.clone(), config("heir"))
         .await
         .unwrap();
-    persist_all(&rig, &mut heir, &sales).await;
+    drain(&mut heir, engine, &sales).await;
+    for sale in &sales {
+        assert_persisted(engine, store, sale, 1).await;
+    }
 }
