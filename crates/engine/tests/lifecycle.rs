@@ -225,3 +225,38 @@ async fn units_coming_back_announce_the_sale_only_when_it_had_none_left() {
     );
     assert_eq!(engine.sale("s").await.unwrap().remaining, 2);
 }
+
+/// What a quiet sale's sweep finds: one due order alone. It gives back its
+/// unit and its buyer's allowance, and announces the sale it sold out.
+#[tokio::test]
+async fn a_lone_due_order_expires_with_its_unit_and_allowance_back() {
+    let server = RedisServer::start().unwrap();
+    let engine = Engine::connect(&server.url()).await.unwrap();
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut pubsub = client.get_async_pubsub().await.unwrap();
+    pubsub
+        .subscribe(seckill_engine::RESTOCK_CHANNEL)
+        .await
+        .unwrap();
+    let mut messages = pubsub.into_on_message();
+    let spec = SaleSpec::new("lone", 1)
+        .per_user_limit(1)
+        .payment_timeout_secs(1);
+    engine.create_sale(&spec).await.unwrap();
+    let first = buy(&engine, "lone", "a").await;
+    assert_eq!(engine.sale("lone").await.unwrap().remaining, 0);
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    assert_eq!(engine.expire_due("lone", 100).await.unwrap(), 1);
+    assert_eq!(
+        restock_message(&mut messages, Duration::from_secs(5)).await,
+        Some("lone".to_owned())
+    );
+    assert_eq!(engine.sale("lone").await.unwrap().remaining, 1);
+    assert_eq!(engine.expire_due("lone", 100).await.unwrap(), 0);
+    assert_eq!(conflict(engine.pay(&first).await), OrderState::Expired);
+    // The allowance came back: the same buyer, under a limit of 1, again.
+    let again = buy(&engine, "lone", "a").await;
+    assert_ne!(again, first);
+    assert_eq!(engine.sale("lone").await.unwrap().remaining, 0);
+    assert_eq!(engine.buyers("lone").await.unwrap().get("a"), Some(&1));
+}

@@ -42,9 +42,13 @@ end
 
 -- The entries of a first look past its `n` due ones, when it reached the
 -- stream's end (`tail`); else nil.
+local NONE = {}
 local function past(look, n, tail)
   if not tail then
     return nil
+  end
+  if n == #look then
+    return NONE
   end
   local r = {}
   for i = n + 1, #look do
@@ -69,12 +73,13 @@ end
 -- past; each order expires once, its state written where its units return.
 -- Cost: 3 calls to read (HMGET, XRANGE, HMGET of states, or HSETNX of the
 -- one order's, which writes it too; +XRANGE when more than FILE_LOOK
--- entries are due), 3-5 to expire a wave whatever its size
--- and move the cursor (see settle), or 1 to move it alone; with the due
+-- entries are due); to expire one order and move the cursor, settle's
+-- (HINCRBY with a limit, HSET, tell's), a wave 3-4 whatever its size
+-- (expire_wave), or 1 to move the cursor alone; with the due
 -- index a ZADD, or a ZREM unless `unfile`, +XRANGE of the next entries
 -- when the first look did not reach the stream's end.
 local function expire_sale(sale, most, due_index, now, unfile)
-  local m = redis.call('HMGET', KEYS[1], 'gen', 'payment_timeout', 'swept', 'limit', 'n')
+  local m = redis.call('HMGET', KEYS[1], 'gen', 'payment_timeout', 'swept', 'limit', 'n', 'left')
   if not m[1] then
     if due_index then
       redis.pcall('ZREM', due_index, KEYS[1])
@@ -136,31 +141,35 @@ local function expire_sale(sale, most, due_index, now, unfile)
     file(due_index, timeout, unfile, m[3], past(look, n, tail))
     return 0, 0
   end
-  local due = {}
+  local expired = 0
   if #refs == 1 then
     -- One order, what a quiet sale's sweep finds: its state written if it
-    -- has none, looked at and written in one call.
+    -- has none, looked at and written in one call, and its units counted
+    -- back from `left` as read above.
     local o = orders[1]
     if redis.call('HSETNX', KEYS[3], o[1], 'expired|' .. o[2] .. '|' .. o[3]) == 1 then
-      due[1] = o
+      settle(sale, gen, tonumber(m[4]), m[6], o, 'expired', m[5], { 'swept', last }, true)
+      expired = 1
     end
   elseif #refs > 0 then
-    local states = redis.call('HMGET', KEYS[3], unpack(refs))
+    local states, due = redis.call('HMGET', KEYS[3], unpack(refs)), {}
     for i, o in ipairs(orders) do
       if not states[i] then
         due[#due + 1] = o
       end
     end
+    if #due > 0 then
+      expire_wave(sale, gen, tonumber(m[4]), due, m[5], { 'swept', last })
+      expired = #due
+    end
   end
-  if #due > 0 then
-    settle(sale, gen, tonumber(m[4]), due, 'expired', m[5], { 'swept', last }, #refs == 1)
-  else
+  if expired == 0 then
     redis.call('HSET', KEYS[1], 'swept', last)
   end
   local more = (looked < n or n == most) and 1 or 0
   if more == 0 then
-    -- What settle appended (an expiry) is no purchase: the rest stands.
+    -- What an expiry appended is no purchase: the rest stands.
     file(due_index, timeout, unfile, last, past(look, n, tail))
   end
-  return #due, more
+  return expired, more
 end

@@ -29,64 +29,90 @@ local function purchase_of(gen, ref)
   return f[k], qty
 end
 
--- Moves pending orders ({ref, user, qty} each) to `state`. Cancelled and
--- expired orders give their units back to the stock and, where the sale has
+-- Writes `writes` ({name, value, …}) to the sale hash in one HSET, then
+-- tells the persisters of `event` (see tell, prelude.lua; `n`: the hash's
+-- field `n` as read), or, not told, appends it to the sale's stream: told
+-- through the ledger, a settlement skips the sale's stream.
+local function record(writes, event, n)
+  if #writes > 0 then
+    redis.call('HSET', KEYS[1], unpack(writes))
+  end
+  if not tell(n, KEYS[1], KEYS[2], nil, event) then
+    redis.call('XADD', KEYS[2], '*', unpack(event))
+  end
+end
+
+-- Moves one pending order {ref, user, qty} to `state`. A cancelled or
+-- expired order gives its units back to the stock and, where the sale has
 -- a limit, to the buyer's allowance; a sale that had none left says so on
 -- the restock channel (one that had some sent it when they came back, and
 -- a service's sold-out marks expire on their own besides).
--- `n`: the sale hash's field `n` as read, to tell the persisters (see tell,
--- prelude.lua); told, the event is not appended to the sale's stream.
--- `also`: more fields for the sale hash ({name, value, …}, or nil),
--- written with its counts in one HSET. `written`: the orders' states are
--- already in the settled hash.
-local function settle(sale, gen, limit, orders, state, n, also, written)
+-- `left`: the sale hash's field `left` as read by the caller in the read
+-- it makes anyway (one field more there is cheaper than a read here).
+-- `n`: its field `n` as read (see record). `also`: more fields for the
+-- sale hash ({name, value, …}, or nil), written with the units in one HSET.
+-- `written`: the order's state is already in the settled hash.
+-- Cost: HSET of the state unless `written`; to give units back HINCRBY of
+-- the buyer's count with a limit (+PUBLISH when none were left); HSET of
+-- the sale; tell's (or an XADD).
+local function settle(sale, gen, limit, left, o, state, n, also, written)
+  local value = o[2] .. '|' .. o[3]
+  if not written then
+    redis.call('HSET', KEYS[3], o[1], state .. '|' .. value)
+  end
   local writes = also or {}
-  local states, event = {}, { state, gen }
+  if state ~= 'paid' then
+    local qty, had = tonumber(o[3]), tonumber(left or '0')
+    if limit > 0 then
+      redis.call('HINCRBY', KEYS[1], 'u:' .. o[2], -qty)
+    end
+    writes[#writes + 1] = 'left'
+    -- Redis would write this number with '%.17g', far dearer than '%d'.
+    writes[#writes + 1] = string.format('%d', had + qty)
+    if had <= 0 then
+      redis.call('PUBLISH', 'seckill:restock', sale)
+    end
+  end
+  record(writes, { state, gen, o[1], value }, n)
+end
+
+-- Expires a wave of pending orders ({ref, user, qty} each) of one sale at
+-- once, as settle would each (`n` and `also` as there): one write of
+-- their states, one read and one write for the units and every buyer's
+-- count, one event, however many buyers the wave holds (at most 3,000,
+-- inside Lua's unpack limit).
+local function expire_wave(sale, gen, limit, orders, n, also)
+  local states, event = {}, { 'expired', gen }
   local back, per_user = 0, {}
   for _, o in ipairs(orders) do
     local value = o[2] .. '|' .. o[3]
-    if not written then
-      states[#states + 1] = o[1]
-      states[#states + 1] = state .. '|' .. value
-    end
+    states[#states + 1] = o[1]
+    states[#states + 1] = 'expired|' .. value
     event[#event + 1] = o[1]
     event[#event + 1] = value
     local qty = tonumber(o[3])
     back = back + qty
     per_user[o[2]] = (per_user[o[2]] or 0) + qty
   end
-  if not written then
-    redis.call('HSET', KEYS[3], unpack(states))
-  end
-  if state ~= 'paid' then
-    -- One read and one write for the units and every buyer's count,
-    -- however many buyers the wave holds (at most 3,000, inside Lua's
-    -- unpack limit).
-    local fields, units = { 'left' }, {}
-    if limit > 0 then
-      for user, n in pairs(per_user) do
-        fields[#fields + 1] = 'u:' .. user
-        units[#units + 1] = n
-      end
-    end
-    local held = redis.call('HMGET', KEYS[1], unpack(fields))
-    local left = tonumber(held[1] or '0')
-    writes[#writes + 1] = 'left'
-    -- Redis would write these numbers with '%.17g', far dearer than '%d'.
-    writes[#writes + 1] = string.format('%d', left + back)
-    for i = 2, #fields do
-      writes[#writes + 1] = fields[i]
-      writes[#writes + 1] = string.format('%d', tonumber(held[i] or '0') - units[i - 1])
-    end
-    if left <= 0 then
-      redis.call('PUBLISH', 'seckill:restock', sale)
+  redis.call('HSET', KEYS[3], unpack(states))
+  local fields, units = { 'left' }, {}
+  if limit > 0 then
+    for user, n in pairs(per_user) do
+      fields[#fields + 1] = 'u:' .. user
+      units[#units + 1] = n
     end
   end
-  if #writes > 0 then
-    redis.call('HSET', KEYS[1], unpack(writes))
+  local held = redis.call('HMGET', KEYS[1], unpack(fields))
+  local left = tonumber(held[1] or '0')
+  local writes = also or {}
+  writes[#writes + 1] = 'left'
+  writes[#writes + 1] = string.format('%d', left + back)
+  for i = 2, #fields do
+    writes[#writes + 1] = fields[i]
+    writes[#writes + 1] = string.format('%d', tonumber(held[i] or '0') - units[i - 1])
   end
-  -- Told through the ledger, a settlement skips the sale's stream.
-  if not tell(n, KEYS[1], KEYS[2], nil, event) then
-    redis.call('XADD', KEYS[2], '*', unpack(event))
+  if left <= 0 then
+    redis.call('PUBLISH', 'seckill:restock', sale)
   end
+  record(writes, event, n)
 end

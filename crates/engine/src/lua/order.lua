@@ -5,7 +5,7 @@
 -- order's state is written again, the same). An order past its pay-by time
 -- expires here and now, whatever the sweeper did.
 local sale, gen, ref, op = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local m = redis.call('HMGET', KEYS[1], 'gen', 'payment_timeout', 'limit', 'n')
+local m = redis.call('HMGET', KEYS[1], 'gen', 'payment_timeout', 'limit', 'n', 'left')
 if m[1] ~= gen then
   return 'not_found'
 end
@@ -22,7 +22,7 @@ else
   state = 'pending_payment'
   local bought_at = tonumber(string.match(ref, '^(%d+)'))
   if bought_at + tonumber(m[2]) * 1000 <= now_ms() then
-    settle(sale, gen, limit, { { ref, user, qty } }, 'expired', m[4])
+    settle(sale, gen, limit, m[5], { ref, user, qty }, 'expired', m[4])
     state = 'expired'
   end
 end
@@ -37,5 +37,5 @@ end
 if state ~= 'pending_payment' then
   return 'refused|' .. state
 end
-settle(sale, gen, limit, { { ref, user, qty } }, target, m[4])
+settle(sale, gen, limit, m[5], { ref, user, qty }, target, m[4])
 return target
