@@ -396,6 +396,8 @@ if cost:
         "floor_refusal": "the floor under a refusal: its read alone",
         "purchase_no_limit": "`atomic` purchase, no per-user limit",
         "purchase_limit_1": "`atomic` purchase, limit 1",
+        "purchase_limit_1_armed": "`atomic` purchase, limit 1, on a quiet sale a persister armed "
+                                  "(told through its master's ledger)",
         "refusal_sold_out": "`atomic` refusal: sold out",
         "refusal_over_limit": "`atomic` refusal: over a limit of 1",
         "repeated_request_id": "`atomic` answer to a repeated request id",
@@ -406,13 +408,16 @@ if cost:
     p(table(["script", "instructions"], [[names.get(k, k), num(int(v))] for k, v in cost.items()
                                           if k in names]))
     sweep, bought = cost.get("expire_quiet_sale_in_sweep_per_sale"), cost.get("purchase_limit_1")
-    if sweep and bought:
-        p(f"\nThe expiry of an order alone in its sale, what purchases spread over many "
-          f"sales add most (see \"Purchases spread over many sales\"), costs "
-          f"{int(sweep) / int(bought):.1f}× the purchase that made it, though one call "
-          f"sweeps 500 sales: each sale's expiry reads its hash and its stream, writes "
-          f"the order's state, gives the unit back and tells the persisters, where a "
-          f"purchase reads once and writes twice.")
+    armed = cost.get("purchase_limit_1_armed")
+    if sweep and bought and armed:
+        p(f"\nWhat purchases spread over many sales add (see \"Purchases spread over many "
+          f"sales\"), where each sale is quiet: telling the persisters of each purchase "
+          f"through the ledger costs the purchase {int(armed) / int(bought) - 1:.0%} more "
+          f"(on a busy sale they read its stream, and purchases tell nothing), and the "
+          f"expiry of an order alone in its sale costs {int(sweep) / int(bought):.1f}× a "
+          f"purchase on a busy sale, though one call sweeps 500 sales: each sale's expiry "
+          f"reads its hash and its stream, writes the order's state, gives the unit back "
+          f"and tells the persisters, where a purchase reads once and writes twice.")
     p("\nWhat each design choice saved is written in the scripts' headers "
       "(`crates/engine/src/lua/`).\n")
 

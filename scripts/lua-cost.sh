@@ -45,7 +45,9 @@ trap 'rm -rf "$WORK"' EXIT
 # ENTRIES: stream entries each call must add, checked so
 # that a run whose calls were refused (cheaper) cannot pass for a purchase;
 # 0: none may be added (a refusal must refuse). SETUP: fields set in the
-# sale's hash first (`-` for none).
+# sale's hash first (`-` for none). With ARMED=1, the sale is armed as a
+# persister leaves a quiet one (its group made, `n` naming its master's
+# ledger), and each purchase must be told there.
 cost() {
   local name=$1 what=$2 calls=$3 entries=$4 setup=$5
   shift 5
@@ -62,6 +64,12 @@ cost() {
   if [ "$setup" != - ]; then
     # shellcheck disable=SC2086 # the fields are words on purpose
     $r HSET 'seckill:{sale:b}:sale' $setup >/dev/null
+  fi
+  local ledger='seckill:{news:0}:ledger'
+  if [ "${ARMED:-}" = 1 ]; then
+    $r XGROUP CREATE 'seckill:{sale:b}:orders' persister '$' MKSTREAM >/dev/null
+    $r XGROUP CREATE "$ledger" persister '$' MKSTREAM >/dev/null
+    $r HSET 'seckill:{sale:b}:sale' n "$ledger persister 2" >/dev/null
   fi
   local call
   if [ -f "$what" ]; then
@@ -86,6 +94,10 @@ cost() {
     echo "error: $name: $added stream entries after $((calls * 2)) calls" >&2
     exit 1
   fi
+  if [ "${ARMED:-}" = 1 ] && [ "$($r XLEN "$ledger")" != "$added" ]; then
+    echo "error: $name: $($r XLEN "$ledger") purchases told of $added" >&2
+    exit 1
+  fi
   $r shutdown nosave >/dev/null 2>&1 || true
   wait "$pid" 2>/dev/null || true
   local total
@@ -102,6 +114,7 @@ cost floor_purchase floor "$N" 1 - "${KEYS[@]}" "${FLOOR[@]}"
 cost floor_refusal floor "$N" 0 - "${KEYS[@]}" "${FLOOR[@]}" refusal
 cost purchase_no_limit purchase "$N" 1 - "${KEYS[@]}" 123 u__rand_int__ 1 r__rand_int__
 cost purchase_limit_1 purchase "$N" 1 - "${KEYS[@]}" 123 u__rand_int__ 1 r__rand_int__ 1
+ARMED=1 cost purchase_limit_1_armed purchase "$N" 1 - "${KEYS[@]}" 123 u__rand_int__ 1 r__rand_int__ 1
 cost refusal_sold_out purchase "$N" 0 "left 0" "${KEYS[@]}" 123 u__rand_int__ 1 r__rand_int__
 cost refusal_over_limit purchase "$N" 0 "u:buyer 1" "${KEYS[@]}" 123 buyer 1 r__rand_int__ 1
 cost repeated_request_id purchase "$N" 0 "r:buyer/first 1-0-0|1" "${KEYS[@]}" 123 buyer 1 first
