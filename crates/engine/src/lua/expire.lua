@@ -41,7 +41,8 @@ local function file(due_index, timeout, unfile, after, rest)
 end
 
 -- The entries of a first look past its `n` due ones, when it reached the
--- stream's end (`tail`); else nil.
+-- stream's end (`tail`); else nil. None past, what a quiet sale's look
+-- holds, is one list made at load (never written to), not one per sale.
 local NONE = {}
 local function past(look, n, tail)
   if not tail then
