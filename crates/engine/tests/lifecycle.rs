@@ -169,6 +169,19 @@ async fn paying_after_the_deadline_expires_the_order_on_the_spot() {
     );
 }
 
+/// The messages of `server`'s restock channel, from now on.
+async fn restock_messages(
+    server: &RedisServer,
+) -> impl futures_util::Stream<Item = redis::Msg> + Unpin {
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut pubsub = client.get_async_pubsub().await.unwrap();
+    pubsub
+        .subscribe(seckill_engine::RESTOCK_CHANNEL)
+        .await
+        .unwrap();
+    pubsub.into_on_message()
+}
+
 /// The next message on the restock channel within `wait`, if any.
 async fn restock_message(
     messages: &mut (impl futures_util::Stream<Item = redis::Msg> + Unpin),
@@ -183,13 +196,7 @@ async fn restock_message(
 async fn units_coming_back_announce_the_sale_only_when_it_had_none_left() {
     let server = RedisServer::start().unwrap();
     let engine = Engine::connect(&server.url()).await.unwrap();
-    let client = redis::Client::open(server.url()).unwrap();
-    let mut pubsub = client.get_async_pubsub().await.unwrap();
-    pubsub
-        .subscribe(seckill_engine::RESTOCK_CHANNEL)
-        .await
-        .unwrap();
-    let mut messages = pubsub.into_on_message();
+    let mut messages = restock_messages(&server).await;
     engine
         .create_sale(&SaleSpec::new("s", 2).payment_timeout_secs(1))
         .await
@@ -232,13 +239,7 @@ async fn units_coming_back_announce_the_sale_only_when_it_had_none_left() {
 async fn a_lone_due_order_expires_with_its_unit_and_allowance_back() {
     let server = RedisServer::start().unwrap();
     let engine = Engine::connect(&server.url()).await.unwrap();
-    let client = redis::Client::open(server.url()).unwrap();
-    let mut pubsub = client.get_async_pubsub().await.unwrap();
-    pubsub
-        .subscribe(seckill_engine::RESTOCK_CHANNEL)
-        .await
-        .unwrap();
-    let mut messages = pubsub.into_on_message();
+    let mut messages = restock_messages(&server).await;
     let spec = SaleSpec::new("lone", 1)
         .per_user_limit(1)
         .payment_timeout_secs(1);
