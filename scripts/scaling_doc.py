@@ -287,8 +287,10 @@ if idle or spread:
           f"redis-server CPU into one sale, {num(many['redis_cpu_us_per_purchase'], 1)} µs "
           f"spread over {num(many['sales'])} sales ({ratio:.2f}×). One sale pays the "
           "persister's and sweeper's per-sale steps once per batch of many orders; spread "
-          "out, each order pays them alone: reading its stream, recording and deleting its "
-          "batch, arming its sale, sweeping it, returning its unit and persisting that. Plan "
+          "out, each order pays them alone: its purchase tells the persisters through its "
+          "master's ledger, the persister acknowledges that and files the sale for the "
+          "sweeper, the sweep reads the sale, returns the unit and tells the expiry, which "
+          "is acknowledged in turn. Plan "
           f"Redis for spread-out sales at {ratio:.1f}× the per-purchase cost above.\n")
         thousand = spread.get("sales-1000")
         if thousand:
