@@ -403,21 +403,26 @@ if cost:
         "repeated_request_id": "`atomic` answer to a repeated request id",
         "batch_64_per_purchase": "`coalesced`, batch of 64, per purchase",
         "expire_quiet_sale_in_sweep_per_sale": "expiry of a quiet sale's one order (limit 1), "
-                                               "in one sweep of 500 such sales, per sale",
+                                               "filed alone, in one sweep of 500 such sales, per sale",
+        "expire_walked_sale_in_sweep_per_sale": "the same, each sale filed under its own key "
+                                                "(its stream walked), per sale",
     }
     p(table(["script", "instructions"], [[names.get(k, k), num(int(v))] for k, v in cost.items()
                                           if k in names]))
     sweep, bought = cost.get("expire_quiet_sale_in_sweep_per_sale"), cost.get("purchase_limit_1")
-    armed = cost.get("purchase_limit_1_armed")
-    if sweep and bought and armed:
+    armed, walked = cost.get("purchase_limit_1_armed"), cost.get("expire_walked_sale_in_sweep_per_sale")
+    if sweep and bought and armed and walked:
         p(f"\nWhat purchases spread over many sales add (see \"Purchases spread over many "
           f"sales\"), where each sale is quiet: telling the persisters of each purchase "
           f"through the ledger costs the purchase {int(armed) / int(bought) - 1:.0%} more "
           f"(on a busy sale they read its stream, and purchases tell nothing), and the "
           f"expiry of an order alone in its sale costs {int(sweep) / int(bought):.1f}× a "
-          f"purchase on a busy sale, though one call sweeps 500 sales: each sale's expiry "
-          f"reads its hash and its stream, writes the order's state, gives the unit back "
-          f"and tells the persisters, where a purchase reads once and writes twice.")
+          f"purchase on a busy sale, though one call sweeps 500 sales: each order's expiry "
+          f"reads its sale's hash, writes its state, gives the unit and the allowance back "
+          f"and tells the persisters, where a purchase reads once and writes twice. The "
+          f"persister files such an order alone, which spares the expiry a walk of the "
+          f"sale's stream: filed under the sale's key instead, the same expiry costs "
+          f"{int(walked) / int(sweep):.1f}× as much.")
     p("\nWhat each design choice saved is written in the scripts' headers "
       "(`crates/engine/src/lua/`).\n")
 

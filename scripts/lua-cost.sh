@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Instructions per call of the purchase functions, counted by callgrind on
 # a private redis-server: unlike µs, machine load does not move them.
-# Prints one line per case as `name instructions`; the last case is the
+# Prints one line per case as `name instructions`; the last two are the
 # expiry sweep's, per sale. Needs valgrind,
 # redis-server and redis-benchmark; about a minute.
 set -euo pipefail
@@ -129,47 +129,61 @@ echo "batch_64_per_purchase $((per_batch / 64))"
 # unit come due under a limit of 1 (as scripts/spread.sh buys), swept by
 # one `FCALL expire` over the due index; instructions of the sweeps alone
 # (callgrind zeroed before each, dumped after), per sale, the first round
-# left out as a warm-up.
+# left out as a warm-up. FILED=order files each order as a persister
+# files a quiet sale's one purchase (expire_order: no read of the stream);
+# FILED=sale files the sale's key, as for a sale with more (its stream
+# walked from the cursor, expire_sale).
 SALES=500
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-valgrind --tool=callgrind --callgrind-out-file="$WORK/sweep.$port" \
-  redis-server --port "$port" --save '' --appendonly no >/dev/null 2>&1 &
-pid=$!
-for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.2; done
-r="redis-cli -p $port"
-$r FUNCTION LOAD "$(cat "$WORK/library.lua")" >/dev/null
-LEDGER='seckill:{news:0}:ledger'
-$r XGROUP CREATE "$LEDGER" persister 0 MKSTREAM >/dev/null
-# As a persister leaves an armed sale with one purchase read and filed.
-SETUP='
+sweep_cost() {
+  local name=$1 filed=$2 port pid r
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  valgrind --tool=callgrind --callgrind-out-file="$WORK/sweep.$port" \
+    redis-server --port "$port" --save '' --appendonly no >/dev/null 2>&1 &
+  pid=$!
+  for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.2; done
+  r="redis-cli -p $port"
+  $r FUNCTION LOAD "$(cat "$WORK/library.lua")" >/dev/null
+  local ledger='seckill:{news:0}:ledger'
+  $r XGROUP CREATE "$ledger" persister 0 MKSTREAM >/dev/null
+  # As a persister leaves an armed sale with one purchase read and filed.
+  local setup='
 for i = 1, tonumber(ARGV[1]) do
   local base = "seckill:{sale:r" .. ARGV[2] .. "-" .. i .. "}"
   redis.call("HSET", base .. ":sale", "gen", "123", "payment_timeout", "1", "left", "9",
     "limit", "1", "end", "0", "n", KEYS[1] .. " persister 1", "u:u" .. i, "1")
   redis.call("XADD", base .. ":orders", "1000-" .. i, "b", "123", "u" .. i, "1")
   redis.call("XGROUP", "CREATE", base .. ":orders", "persister", "$")
-  redis.call("ZADD", KEYS[2], 2000, base .. ":sale")
+  local member = base .. ":sale"
+  if ARGV[3] == "order" then
+    member = member .. " 1000-" .. i .. "-0 123 1 u" .. i
+  end
+  redis.call("ZADD", KEYS[2], 2000, member)
 end'
-for round in 1 2 3 4 5; do
-  $r EVAL "$SETUP" 2 "$LEDGER" 'seckill:{news:0}:due' "$SALES" "$round" >/dev/null
-  callgrind_control -z "$pid" >/dev/null 2>&1
-  expired=$($r FCALL expire_cost 1 'seckill:{news:0}:due' '' "$SALES" 64 '' | head -1)
-  callgrind_control -d "$pid" >/dev/null 2>&1
-  if [ "$expired" != "$SALES" ]; then
-    echo "error: expiry sweep: $expired orders expired of $SALES" >&2
+  local round expired
+  for round in 1 2 3 4 5; do
+    $r EVAL "$setup" 2 "$ledger" 'seckill:{news:0}:due' "$SALES" "$round" "$filed" >/dev/null
+    callgrind_control -z "$pid" >/dev/null 2>&1
+    expired=$($r FCALL expire_cost 1 'seckill:{news:0}:due' '' "$SALES" 64 '' | head -1)
+    callgrind_control -d "$pid" >/dev/null 2>&1
+    if [ "$expired" != "$SALES" ] || [ "$($r ZCARD 'seckill:{news:0}:due')" != 0 ]; then
+      echo "error: $name: $expired orders expired of $SALES, or some left filed" >&2
+      exit 1
+    fi
+    [ "$round" = 1 ] && rm -f "$WORK"/sweep."$port".*
+  done
+  local told
+  told=$($r XLEN "$ledger")
+  if [ "$told" != $((SALES * 5)) ]; then
+    echo "error: $name: $told expiries told of $((SALES * 5))" >&2
     exit 1
   fi
-  [ "$round" = 1 ] && rm -f "$WORK"/sweep."$port".*
-done
-told=$($r XLEN "$LEDGER")
-if [ "$told" != $((SALES * 5)) ]; then
-  echo "error: expiry sweep: $told expiries told of $((SALES * 5))" >&2
-  exit 1
-fi
-$r shutdown nosave >/dev/null 2>&1 || true
-wait "$pid" 2>/dev/null || true
-total=0
-for f in "$WORK"/sweep."$port".*; do
-  total=$((total + $(awk '/^(summary|totals):/ {print $2}' "$f" | sort -n | tail -1)))
-done
-echo "expire_quiet_sale_in_sweep_per_sale $((total / (SALES * 4)))"
+  $r shutdown nosave >/dev/null 2>&1 || true
+  wait "$pid" 2>/dev/null || true
+  local total=0 f
+  for f in "$WORK"/sweep."$port".*; do
+    total=$((total + $(awk '/^(summary|totals):/ {print $2}' "$f" | sort -n | tail -1)))
+  done
+  echo "$name $((total / (SALES * 4)))"
+}
+sweep_cost expire_quiet_sale_in_sweep_per_sale order
+sweep_cost expire_walked_sale_in_sweep_per_sale sale

@@ -288,9 +288,9 @@ if idle or spread:
           f"spread over {num(many['sales'])} sales ({ratio:.2f}×). One sale pays the "
           "persister's and sweeper's per-sale steps once per batch of many orders; spread "
           "out, each order pays them alone: its purchase tells the persisters through its "
-          "master's ledger, the persister acknowledges that and files the sale for the "
-          "sweeper, the sweep reads the sale, returns the unit and tells the expiry, which "
-          "is acknowledged in turn. Plan "
+          "master's ledger, the persister acknowledges that and files the order for the "
+          "sweeper, the sweep reads the sale's hash, returns the unit and tells the expiry, "
+          "which is acknowledged in turn. Plan "
           f"Redis for spread-out sales at {ratio:.1f}× the per-purchase cost above.\n")
         thousand = spread.get("sales-1000")
         if thousand:

@@ -202,6 +202,10 @@ impl Engine {
     /// Expires what is due in every sale that `due_index` (a master's due
     /// index, see [`Engine::expire_due_filing`]) lists as due by now, at
     /// most `sales` of them, in one call to their master, refiling each.
+    /// A member may also name one order of a sale, as `"<sale hash key>
+    /// <ref> <generation> <quantity> <buyer>"` (`<ref>`: the order id after
+    /// `<sale>-<generation>-`): that order alone expires, unless settled,
+    /// with no read of the sale's stream, and its member leaves the index.
     /// Answers the orders expired, whether more sales may be due, and the
     /// sales left to [`Engine::expire_due_filing`]: shards of a sharded
     /// sale, sales with more due than one call expires, and sales whose

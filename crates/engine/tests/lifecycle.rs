@@ -261,3 +261,66 @@ async fn a_lone_due_order_expires_with_its_unit_and_allowance_back() {
     assert_eq!(engine.sale("lone").await.unwrap().remaining, 0);
     assert_eq!(engine.buyers("lone").await.unwrap().get("a"), Some(&1));
 }
+
+/// An order filed alone in a due index, as a persister files a quiet
+/// sale's one purchase, expires from its filing with no walk of the sale's
+/// stream: unit, allowance and restock message back, its member out of
+/// the index. A paid order's member and one of a sale gone leave with
+/// nothing given back, and a later walk of the sale gives nothing twice.
+#[tokio::test]
+async fn an_order_filed_alone_expires_from_its_filing_and_leaves_the_index() {
+    let server = RedisServer::start().unwrap();
+    let engine = Engine::connect(&server.url()).await.unwrap();
+    let mut messages = restock_messages(&server).await;
+    let spec = SaleSpec::new("alone", 2)
+        .per_user_limit(1)
+        .payment_timeout_secs(1);
+    engine.create_sale(&spec).await.unwrap();
+    let unpaid = buy(&engine, "alone", "a").await;
+    let paid = buy(&engine, "alone", "b").await;
+    engine.pay(&paid).await.unwrap();
+    assert_eq!(engine.sale("alone").await.unwrap().remaining, 0);
+    // "<sale key> <ref> <generation> <quantity> <buyer>", from the order
+    // id "alone-<generation>-<ref>".
+    let member = |id: &str, user: &str| {
+        let (generation, local) = id["alone-".len()..].split_once('-').unwrap();
+        format!("seckill:{{sale:alone}}:sale {local} {generation} 1 {user}")
+    };
+    let due = "seckill:{news:0}:due";
+    let filed = [
+        member(&unpaid, "a"),
+        member(&paid, "b"),
+        "seckill:{sale:gone}:sale 1-0-0 7 1 z".to_owned(),
+    ];
+    let mut conn = engine.connection();
+    for m in &filed {
+        let _: u64 = redis::AsyncCommands::zadd(&mut conn, due, m, 0)
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let (expired, more, left) = engine.expire_due_in(due, 100).await.unwrap();
+    assert_eq!((expired, more, left), (1, false, vec![]));
+    assert_eq!(
+        restock_message(&mut messages, Duration::from_secs(5)).await,
+        Some("alone".to_owned())
+    );
+    let still: u64 = redis::AsyncCommands::zcard(&mut conn, due).await.unwrap();
+    assert_eq!(still, 0, "every member looked at leaves the index");
+    assert_eq!(
+        engine.order(&unpaid).await.unwrap().state,
+        OrderState::Expired
+    );
+    assert_eq!(engine.order(&paid).await.unwrap().state, OrderState::Paid);
+    assert_eq!(engine.sale("alone").await.unwrap().remaining, 1);
+    // Filed again, or found by a walk of the stream: nothing twice.
+    let _: u64 = redis::AsyncCommands::zadd(&mut conn, due, &filed[0], 0)
+        .await
+        .unwrap();
+    assert_eq!(engine.expire_due_in(due, 100).await.unwrap().0, 0);
+    assert_eq!(engine.expire_due("alone", 100).await.unwrap(), 0);
+    assert_eq!(engine.sale("alone").await.unwrap().remaining, 1);
+    // The allowance came back: the same buyer, under a limit of 1, again.
+    buy(&engine, "alone", "a").await;
+    assert_eq!(engine.buyers("alone").await.unwrap().get("a"), Some(&1));
+}

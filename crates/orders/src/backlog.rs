@@ -379,8 +379,8 @@ pub(crate) async fn commit(
             false => Default::default(),
         };
         call.arg(GROUP).arg(dues.len()).arg(busy.len());
-        for (sale, at) in dues {
-            call.arg(at).arg(Engine::sale_key(sale)?);
+        for (member, at) in dues {
+            call.arg(at).arg(member);
         }
         for sale in busy {
             call.arg(Engine::sale_key(sale)?);

@@ -24,7 +24,10 @@
 //! - `…:due`: sorted set, sale hash key -> when its next order comes due
 //!   (ms): filed once its purchases read are committed (from the ledger,
 //!   `lua/ledger_done.lua`) or as they are read (from the sale's own
-//!   stream, `lua/read_news.lua`), refiled by each expiry.
+//!   stream, `lua/read_news.lua`), refiled by each expiry. A quiet sale
+//!   told one purchase of one order files that order instead, as
+//!   `"<sale hash key> <ref> <generation> <quantity> <buyer>"`: its expiry
+//!   then reads nothing of the sale's stream (`Told::dues`).
 //! - `…:mark`: a token set once; a master that lost its data lost it too,
 //!   which tells the watch for lost sales (`lost.rs`) to look.
 //!
@@ -76,9 +79,25 @@ const BUSY: usize = 16;
 pub(crate) struct Told {
     pub ids: Vec<String>,
     pub events: Vec<Event>,
-    /// Per sale id: entries told, the earliest pay-by time of a purchase
-    /// among them (ms, by the server's clock).
-    sales: HashMap<String, (usize, Option<u64>)>,
+    /// Per sale id, what its entries told.
+    sales: HashMap<String, Sale>,
+}
+
+/// What one read of the ledger told of one sale.
+#[derive(Debug, Default)]
+struct Sale {
+    /// Its hash key, as told.
+    key: String,
+    /// Entries told.
+    entries: usize,
+    /// Purchases told, and the earliest pay-by time among them (ms, by
+    /// the server's clock).
+    purchases: usize,
+    earliest: Option<u64>,
+    /// The last purchase's order as the engine's sweep of a due index
+    /// takes one alone (`expire_order` in its `lua/expire.lua`):
+    /// `"<ref> <generation> <quantity> <buyer>"`, when it holds one order.
+    order: Option<String>,
 }
 
 impl Told {
@@ -91,39 +110,62 @@ impl Told {
                 continue;
             };
             let Some(sale) = sale_of(&key) else { continue };
+            let events = Event::decode(sale, &entry);
+            let told_sale = told.sales.entry(sale.to_owned()).or_default();
+            told_sale.entries += 1;
             // A purchase's order comes due its timeout after its entry.
             let due = timeout
                 .filter(|_| entry.fields.first().is_some_and(|(name, _)| name == "b"))
                 .map(|timeout| entry_number(&entry.id).0 + timeout * 1_000);
-            told.events.extend(Event::decode(sale, &entry));
-            let (n, earliest) = told.sales.entry(sale.to_owned()).or_default();
-            *n += 1;
-            // `Option::min` would take a settlement's `None` as earliest.
-            *earliest = match (*earliest, due) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
+            if let Some(due) = due {
+                told_sale.purchases += 1;
+                told_sale.earliest = Some(told_sale.earliest.map_or(due, |e| e.min(due)));
+                told_sale.order = match events.as_slice() {
+                    [e] if entry.fields.len() == 2 => Some(format!(
+                        "{}-0 {} {} {}",
+                        entry.id, e.generation, e.quantity, e.user_id
+                    )),
+                    _ => None,
+                };
+            }
+            if told_sale.key.is_empty() {
+                told_sale.key = key;
+            }
+            told.events.extend(events);
         }
         told
     }
 
     /// Each sale told and how many entries.
     pub fn sales(&self) -> impl Iterator<Item = (&str, usize)> {
-        self.sales.iter().map(|(sale, (n, _))| (sale.as_str(), *n))
-    }
-
-    /// Each sale told a purchase and the earliest pay-by time among them.
-    pub fn dues(&self) -> impl Iterator<Item = (&str, u64)> {
         self.sales
             .iter()
-            .filter_map(|(sale, (_, due))| Some((sale.as_str(), (*due)?)))
+            .map(|(sale, told)| (sale.as_str(), told.entries))
+    }
+
+    /// What to file in the due index for the purchases told, and when each
+    /// comes due: a sale told one purchase of one order files that order
+    /// (its sweep then reads nothing of the sale's stream), any other the
+    /// sale's hash key under its earliest pay-by time (its sweep walks the
+    /// stream, where one walk serves many orders). Shards always file
+    /// their key: their sweep is their refiller's to hear of.
+    pub fn dues(&self) -> impl Iterator<Item = (String, u64)> {
+        self.sales.iter().filter_map(|(sale, told)| {
+            let due = told.earliest?;
+            Some(match &told.order {
+                Some(order) if told.purchases == 1 && !sale.contains('~') => {
+                    (format!("{} {order}", told.key), due)
+                }
+                _ => (told.key.clone(), due),
+            })
+        })
     }
 
     /// The sales told more than [`BUSY`] entries.
     pub fn busy(&self) -> impl Iterator<Item = &str> {
         self.sales
             .iter()
-            .filter(|(_, (n, _))| *n > BUSY)
+            .filter(|(_, told)| told.entries > BUSY)
             .map(|(sale, _)| sale.as_str())
     }
 }
@@ -391,16 +433,37 @@ mod tests {
                 &buy,
             ));
         }
+        // One purchase of one order: the order is filed, not its sale,
+        // but a shard's sweep is its refiller's to hear of.
+        entries.push(entry(
+            "904-0",
+            "d",
+            "3000-0 2",
+            &[("b", "7"), ("bob", "2|r-1")],
+        ));
+        entries.push(entry("904-1", "e~1", "3000-1 2", &buy));
         let told = Told::new(entries);
-        assert_eq!(told.ids.len(), 4 + BUSY + 1, "every entry is acknowledged");
+        assert_eq!(told.ids.len(), 6 + BUSY + 1, "every entry is acknowledged");
         assert_eq!(told.ids[0], "900-0");
         let mut dues: Vec<_> = told.dues().collect();
         dues.sort();
-        assert_eq!(dues, [("a", 61_000), ("c", 7_000)]);
+        let key = |sale: &str| format!("seckill:{{sale:{sale}}}:sale");
+        assert_eq!(
+            dues,
+            [
+                (key("a"), 61_000),
+                (key("c"), 7_000),
+                (format!("{} 3000-0-0 7 2 bob", key("d")), 5_000),
+                (key("e~1"), 5_000),
+            ]
+        );
         assert_eq!(told.busy().collect::<Vec<_>>(), ["c"]);
         let mut sales: Vec<_> = told.sales().collect();
         sales.sort();
-        assert_eq!(sales, [("a", 3), ("b", 1), ("c", BUSY + 1)]);
+        assert_eq!(
+            sales,
+            [("a", 3), ("b", 1), ("c", BUSY + 1), ("d", 1), ("e~1", 1)]
+        );
         // The purchases' events carry their ids in the sale's stream.
         assert!(told.events.iter().any(|e| e.order_id.contains("1000-1")));
     }

@@ -113,8 +113,11 @@ async fn what_a_dead_persister_read_from_the_ledger_is_taken_over() {
     let mut conn = engine.connection();
     let before: u64 = conn.xlen(LEDGER).await.unwrap();
     let bought_from = server_ms(&mut conn).await;
+    let mut orders = Vec::new();
     for sale in &sales {
-        assert_eq!(buy(engine, Strategy::Atomic, sale, 1).await.len(), 1);
+        let bought = buy(engine, Strategy::Atomic, sale, 1).await;
+        assert_eq!(bought.len(), 1);
+        orders.extend(bought);
     }
     let bought_by = server_ms(&mut conn).await;
     let after: u64 = conn.xlen(LEDGER).await.unwrap();
@@ -143,9 +146,18 @@ async fn what_a_dead_persister_read_from_the_ledger_is_taken_over() {
         );
     }
 
-    // One sale filed meanwhile under a later time, as a later purchase
-    // committed before this take-over would file it: the earlier stands.
-    let later = format!("seckill:{{sale:{}}}:sale", sales[0]);
+    // One order filed meanwhile under a later time, as a read committed
+    // before this take-over with a later timeout would: the earlier
+    // stands. Filed as the sweep takes an order alone: "<sale key> <ref>
+    // <generation> <quantity> <buyer>", from "<sale>-<generation>-<ref>".
+    let (generation, local) = orders[0]
+        .strip_prefix(&format!("{}-", sales[0]))
+        .and_then(|rest| rest.split_once('-'))
+        .unwrap();
+    let later = format!(
+        "seckill:{{sale:{}}}:sale {local} {generation} 1 u0",
+        sales[0]
+    );
     let _: u64 = conn.zadd(DUE, &later, u64::MAX >> 12).await.unwrap();
 
     // Its heir takes them over once they have been idle long enough.
@@ -156,15 +168,17 @@ async fn what_a_dead_persister_read_from_the_ledger_is_taken_over() {
     for sale in &sales {
         assert_persisted(engine, store, sale, 1).await;
     }
-    // Filed for expiry with the heir's acknowledgement, each sale under
-    // its order's pay-by time: the dead one's read filed nothing.
+    // Filed for expiry with the heir's acknowledgement, each sale's one
+    // order under its pay-by time: the dead one's read filed nothing.
     let timeout_ms = engine.sale(&sales[0]).await.unwrap().payment_timeout_secs * 1_000;
+    let filed: Vec<(String, u64)> = conn.zrange_withscores(DUE, 0, -1).await.unwrap();
+    assert_eq!(filed.len(), sales.len(), "one order each: {filed:?}");
+    assert!(filed.iter().any(|(member, _)| *member == later));
     for sale in &sales {
-        let due: Option<u64> = conn
-            .zscore(DUE, format!("seckill:{{sale:{sale}}}:sale"))
-            .await
-            .unwrap();
-        let due = due.unwrap_or_else(|| panic!("{sale} is not in the due index"));
+        let key = format!("seckill:{{sale:{sale}}}:sale ");
+        let due = filed.iter().find(|(member, _)| member.starts_with(&key));
+        let (_, due) = due.unwrap_or_else(|| panic!("{sale} is not in the due index"));
+        let due = *due;
         assert!(
             (bought_from + timeout_ms..=bought_by + timeout_ms).contains(&due),
             "{sale} filed at {due}, bought between {bought_from} and {bought_by}"

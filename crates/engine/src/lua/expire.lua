@@ -174,3 +174,53 @@ local function expire_sale(sale, most, due_index, now, unfile)
   end
   return expired, more
 end
+
+-- Whether the sale whose keys are KEYS may be moving to another master:
+-- its keys are not declared by a sweep of a master's due index, and while
+-- its slot moves some may be gone from here, so that a write failing
+-- halfway would leave units returned without their event. A look at all
+-- of them first fails instead, before anything is done (`cluster`: on a
+-- cluster; one server has no slots to move).
+local function moving(cluster)
+  local look = cluster and redis.pcall('EXISTS', KEYS[1], KEYS[2], KEYS[3])
+  return type(look) == 'table' and look.err ~= nil
+end
+
+-- expire_order(key, order, cluster): expires the order a due
+-- index member names, "<sale hash key> <ref> <gen> <qty> <user>" (`order`:
+-- what follows the key), which the persisters file for a purchase told
+-- through the ledger (crates/orders/src/news.rs): a quiet sale's order,
+-- expired with no look at the sale's stream. Its member leaves the index
+-- whatever happens; the cursor `swept` stays where it is (the sale's next
+-- walk passes over what is settled), so a purchase filed under the sale's
+-- own key, or one whose member was lost with a master, is still found.
+-- KEYS: set here. Returns 1 if it expired, 0 if it was settled already or
+-- of a sale no longer there, nil if the sale's keys may be moving away
+-- (see moving: left to the caller, whose call declares them).
+-- Cost: (+EXISTS on a cluster) HMGET; to expire HSETNX, HINCRBY of `left` (+HINCRBY of the
+-- buyer's count with a limit, +PUBLISH when none were left), tell's (or
+-- an XADD); no stream read and nothing parsed but the member.
+local function expire_order(key, order, cluster)
+  local ref, gen, qty, user = string.match(order, '^(%S+) (%S+) (%d+) (.*)$')
+  local base = string.sub(key, 1, -6)
+  KEYS = { key, base .. ':orders', base .. ':settled' }
+  if moving(cluster) then
+    return nil
+  end
+  local m = redis.call('HMGET', key, 'gen', 'limit', 'n')
+  if not ref or m[1] ~= gen then
+    return 0
+  end
+  local value = user .. '|' .. qty
+  if redis.call('HSETNX', KEYS[3], ref, 'expired|' .. value) == 0 then
+    return 0
+  end
+  if m[2] and m[2] ~= '0' then
+    redis.call('HINCRBY', key, 'u:' .. user, '-' .. qty)
+  end
+  if redis.call('HINCRBY', key, 'left', qty) <= tonumber(qty) then
+    redis.call('PUBLISH', 'seckill:restock', string.sub(key, 15, -7))
+  end
+  record(NONE, { 'expired', gen, ref, value }, m[3])
+  return 1
+end

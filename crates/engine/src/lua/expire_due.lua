@@ -3,15 +3,37 @@
 -- the library holds their code once: see prelude.lua).
 -- One sale: KEYS: its lifecycle keys (lifecycle_common.lua). ARGV: sale id,
 --   most stream entries, optionally its master's due index.
--- Due sales: KEYS: 1 the master's due index (crates/orders/src/news.rs).
---   ARGV: '', most sales, most stream entries per sale, '1' on a cluster
+-- Due sales: KEYS: 1 the master's due index (crates/orders/src/news.rs),
+--   whose members are sale hash keys (expire.lua's expire_sale walks the
+--   sale's stream) and single orders of quiet sales (expire_order).
+--   ARGV: '', most members, most stream entries per sale, '1' on a cluster
 --   (else ''). The sales' keys are not declared (allow-cross-slot-keys); on
 --   a cluster a sale whose slot moves is skipped.
 -- Returns { orders expired, 1 if more may be due else 0, { sales left to the
 -- caller: shards (whose units the refiller must hear of), sales with more
 -- due than `most` entries, sales whose slot is moving } }.
--- Cost: TIME and ZRANGEBYSCORE, then per sale expire.lua's (+EXISTS on a
--- cluster), but one ZREM for all the sales left with nothing to come due.
+-- Cost: TIME and ZRANGEBYSCORE, then per sale expire_sale's and per order
+-- expire_order's (each +EXISTS on a cluster), but one ZREM for all the
+-- orders and the sales left with nothing to come due.
+
+-- One sale filed under its own key, its due orders expired by
+-- expire_sale; its id added to `left` when it is the caller's to sweep.
+local function expire_filed(key, cluster, most, due_index, now, out, left, unfile)
+  -- seckill:{sale:<id>}:sale -> seckill:{sale:<id>} and <id>
+  local base, id = string.sub(key, 1, -6), string.sub(key, 15, -7)
+  -- settle and expire_sale read the sale's keys from KEYS.
+  KEYS = { key, base .. ':orders', base .. ':settled' }
+  if string.find(id, '~', 1, true) or moving(cluster) then
+    left[#left + 1] = id
+    return
+  end
+  local expired, more = expire_sale(id, most, due_index, now, unfile)
+  out[1] = out[1] + expired
+  if more == 1 then
+    left[#left + 1] = id
+  end
+end
+
 local function expire_due_sales()
   local due_index, most, cluster = KEYS[1], tonumber(ARGV[3]), ARGV[4] == '1'
   local now = now_ms()
@@ -20,27 +42,23 @@ local function expire_due_sales()
   local out, left, unfile = { 0, #due == tonumber(ARGV[2]) and 1 or 0 }, {}, {}
   out[3] = left
   for _, key in ipairs(due) do
-    -- seckill:{sale:<id>}:sale -> seckill:{sale:<id>} and <id>
-    local base, id = string.sub(key, 1, -6), string.sub(key, 15, -7)
-    -- settle and expire_sale read the sale's keys from KEYS.
-    KEYS = { key, base .. ':orders', base .. ':settled' }
-    -- Undeclared keys: while the sale's slot moves to another master some
-    -- may be gone from here, and a write failing halfway through the sweep
-    -- would leave units returned without their event. A look at all of them
-    -- first fails instead, before anything is done, and the sale is left to
-    -- the caller, whose call declares them. One server has no slots to move.
-    local look = cluster and redis.pcall('EXISTS', KEYS[1], KEYS[2], KEYS[3])
-    if string.find(id, '~', 1, true) or (type(look) == 'table' and look.err) then
-      left[#left + 1] = id
-    else
-      local expired, more = expire_sale(id, most, due_index, now, unfile)
-      out[1] = out[1] + expired
-      if more == 1 then
-        left[#left + 1] = id
+    local space = string.find(key, ' ', 1, true)
+    if space then
+      -- One order (expire_order): out of the index whatever it finds.
+      local sale = string.sub(key, 1, space - 1)
+      local expired = expire_order(sale, string.sub(key, space + 1), cluster)
+      if expired then
+        out[1] = out[1] + expired
+      else
+        left[#left + 1] = string.sub(sale, 15, -7)
       end
+      unfile[#unfile + 1] = key
+    else
+      expire_filed(key, cluster, most, due_index, now, out, left, unfile)
     end
   end
-  -- The sales left with nothing to come due, out of the index at once.
+  -- The sales left with nothing to come due, and the orders looked at,
+  -- out of the index at once.
   if #unfile > 0 then
     redis.call('ZREM', due_index, unpack(unfile))
   end

@@ -5,8 +5,9 @@
 -- persister read and died with is filed by the one that takes it over.
 -- KEYS: 1 a master's ledger  2 its due index  3 its news set (layout:
 --       news.rs).
--- ARGV: group, D, B, then D pairs (pay-by ms, sale hash key), B busy sale
---       hash keys, then the ids committed.
+-- ARGV: group, D, B, then D pairs (pay-by ms, member: a sale hash key, or
+--       one and an order of it, news.rs's Told::dues), B busy sale hash
+--       keys, then the ids committed.
 -- Returns how many were acknowledged.
 -- Cost: XACK, XPENDING (its summary), XINFO GROUPS when nothing is
 -- pending, and XTRIM, whatever the number of sales; one ZADD per 1,000
