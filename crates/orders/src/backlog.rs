@@ -15,7 +15,8 @@ use seckill_redis::{Conn, Replicas};
 
 use crate::config::{GROUP, LIBRARY};
 use crate::error::{Error, Result};
-use crate::news::{MasterKeys, Told, told_entry};
+use crate::ledger::{Told, told_entries};
+use crate::news::MasterKeys;
 use crate::store::Store;
 
 /// The keys of a sale the persister works with.
@@ -163,7 +164,7 @@ pub(crate) async fn told(
     entries.extend(StreamEntry::read(conn, ledger, &after).await?);
     Ok(entries
         .into_iter()
-        .filter_map(told_entry)
+        .flat_map(told_entries)
         .filter(|(sale, _)| *sale == keys.sale)
         .map(|(_, entry)| entry)
         .collect())

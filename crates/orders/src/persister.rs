@@ -53,7 +53,8 @@ use crate::config::{
 };
 use crate::error::{Error, Result};
 use crate::failures::Failures;
-use crate::news::{MasterKeys, Told, Topology, make_ledger_group, read_ledger};
+use crate::ledger::{Told, make_ledger_group, read_ledger};
+use crate::news::{MasterKeys, Topology};
 use crate::store::Store;
 use crate::work::{SALES_PER_READ, State};
 

@@ -17,7 +17,8 @@ use seckill_redis::Conn;
 use crate::backlog::{Acks, InFlight, SaleStream, commit, in_flight, on_every_replica};
 use crate::config::{GROUP, LIBRARY};
 use crate::error::{Error, Result};
-use crate::news::{MasterKeys, Told, Topology, read_ledger};
+use crate::ledger::{Told, read_ledger};
+use crate::news::{MasterKeys, Topology};
 use crate::store::Store;
 
 /// The persisters whose last read, as marked in `readers` (a master's
@@ -353,7 +354,9 @@ mod tests {
     /// acknowledged it; answers its id.
     async fn pending_entry(conn: &mut Conn, ledger: &str, age_ms: i64) -> String {
         let now = redis_ms(conn).await.unwrap() as i64;
-        crate::news::make_ledger_group(conn, ledger).await.unwrap();
+        crate::ledger::make_ledger_group(conn, ledger)
+            .await
+            .unwrap();
         let id: String = conn
             .xadd(ledger, format!("{}-1", now - age_ms), &[("s", "*")])
             .await

@@ -6,7 +6,7 @@
 -- KEYS: 1 a master's ledger  2 its due index  3 its news set (layout:
 --       news.rs).
 -- ARGV: group, D, B, then D pairs (pay-by ms, member: a sale hash key, or
---       one and an order of it, news.rs's Told::dues), B busy sale hash
+--       one and an order of it, ledger.rs's Told::dues), B busy sale hash
 --       keys, then the ids committed.
 -- Returns how many were acknowledged.
 -- Cost: XACK, XPENDING (its summary), XINFO GROUPS when nothing is

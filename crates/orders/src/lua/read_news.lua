@@ -18,7 +18,7 @@
 -- stream, where one read serves many of its events and its purchases pay
 -- nothing to tell: a sale read to its end with fewer than QUIET entries is
 -- armed (`n`, see tell, crates/engine/src/lua/prelude.lua), its later
--- entries told through the ledger; one told more than news.rs's BUSY in
+-- entries told through the ledger; one told more than ledger.rs's BUSY in
 -- one read of the ledger is disarmed and put in the news set when
 -- committed (ledger_done.lua), and stays there, read each round, until a
 -- read finds it quiet again.

@@ -1,0 +1,305 @@
+//! The ledger, each master's stream of the events of its quiet sales
+//! (layout: `news.rs`): what its entries tell, what acknowledging a read
+//! of them files for expiry, and reading it.
+
+use std::collections::HashMap;
+
+use seckill_engine::{Event, StreamEntry, entry_number};
+use seckill_redis::Conn;
+
+use crate::config::GROUP;
+use crate::error::Result;
+
+/// The entries a ledger entry tells, as the sales' streams hold them: each
+/// sale's hash key and the entry under its id in that stream, or under
+/// the ledger entry's own id when told alone (`"*"`). One ledger entry
+/// may tell several, one after another, each from its sale's hash key on
+/// (a sweep tells its expiries at once); none for an entry not of this
+/// layout.
+pub(crate) fn told_entries(ledger_entry: StreamEntry) -> Vec<(String, StreamEntry)> {
+    told_with_timeout(ledger_entry)
+        .into_iter()
+        .map(|(sale, _, entry)| (sale, entry))
+        .collect()
+}
+
+/// [`told_entries`] and each sale's payment timeout in seconds, which a
+/// purchase's entry carries (`"<entry id> <timeout>"`).
+fn told_with_timeout(ledger_entry: StreamEntry) -> Vec<(String, Option<u64>, StreamEntry)> {
+    let StreamEntry { id, fields } = ledger_entry;
+    let mut told: Vec<(String, Option<u64>, StreamEntry)> = Vec::new();
+    for (name, value) in fields {
+        if !name.starts_with(SALE_KEY_PREFIX) {
+            // A field of the entry told last; none before the first key.
+            if let Some((_, _, entry)) = told.last_mut() {
+                entry.fields.push((name, value));
+            }
+            continue;
+        }
+        let (entry_id, timeout) = match value.split_once(' ') {
+            _ if value == "*" => (id.clone(), None),
+            Some((entry_id, timeout)) => (entry_id.to_owned(), timeout.parse().ok()),
+            None => (value, None),
+        };
+        let entry = StreamEntry {
+            id: entry_id,
+            fields: Vec::new(),
+        };
+        told.push((name, timeout, entry));
+    }
+    told
+}
+
+/// How every sale hash key begins (the engine's layout, `keys.rs`), and
+/// nothing else in a ledger entry does: ids are `A-Z a-z 0-9 _ -`.
+const SALE_KEY_PREFIX: &str = "seckill:{sale:";
+
+/// A sale told more entries than this in one read of its ledger is busy:
+/// it is read from its own stream from then on, where one read serves many
+/// of its events and its purchases pay nothing to tell.
+const BUSY: usize = 16;
+
+/// Ledger entries read and not yet committed: their events, their ids,
+/// and what acknowledging them files (each sale's next pay-by time) or
+/// changes (busy sales, read from their own streams from then on).
+#[derive(Debug, Default)]
+pub(crate) struct Told {
+    pub ids: Vec<String>,
+    pub events: Vec<Event>,
+    /// Per sale id, what its entries told.
+    sales: HashMap<String, Sale>,
+}
+
+/// What one read of the ledger told of one sale.
+#[derive(Debug, Default)]
+struct Sale {
+    /// Its hash key, as told.
+    key: String,
+    /// Entries told.
+    entries: usize,
+    /// Purchases told, and the earliest pay-by time among them (ms, by
+    /// the server's clock).
+    purchases: usize,
+    earliest: Option<u64>,
+    /// The last purchase's order as the engine's sweep of a due index
+    /// takes one alone (`expire_order` in its `lua/expire.lua`):
+    /// `"<ref> <generation> <quantity> <buyer>"`, when it holds one order.
+    order: Option<String>,
+}
+
+impl Told {
+    /// Decodes `entries`, as read from a master's ledger.
+    pub fn new(entries: Vec<StreamEntry>) -> Self {
+        let mut told = Self::default();
+        for (key, timeout, entry) in entries.into_iter().flat_map(|entry| {
+            told.ids.push(entry.id.clone());
+            told_with_timeout(entry)
+        }) {
+            let Some(sale) = sale_of(&key) else { continue };
+            let events = Event::decode(sale, &entry);
+            let told_sale = told.sales.entry(sale.to_owned()).or_default();
+            told_sale.entries += 1;
+            // A purchase's order comes due its timeout after its entry.
+            let due = timeout
+                .filter(|_| entry.fields.first().is_some_and(|(name, _)| name == "b"))
+                .map(|timeout| entry_number(&entry.id).0 + timeout * 1_000);
+            if let Some(due) = due {
+                told_sale.purchases += 1;
+                told_sale.earliest = Some(told_sale.earliest.map_or(due, |e| e.min(due)));
+                told_sale.order = match events.as_slice() {
+                    [e] if entry.fields.len() == 2 => Some(format!(
+                        "{}-0 {} {} {}",
+                        entry.id, e.generation, e.quantity, e.user_id
+                    )),
+                    _ => None,
+                };
+            }
+            if told_sale.key.is_empty() {
+                told_sale.key = key;
+            }
+            told.events.extend(events);
+        }
+        told
+    }
+
+    /// Each sale told and how many entries.
+    pub fn sales(&self) -> impl Iterator<Item = (&str, usize)> {
+        self.sales
+            .iter()
+            .map(|(sale, told)| (sale.as_str(), told.entries))
+    }
+
+    /// What to file in the due index for the purchases told, and when each
+    /// comes due: a sale told one purchase of one order files that order
+    /// (its sweep then reads nothing of the sale's stream), any other the
+    /// sale's hash key under its earliest pay-by time (its sweep walks the
+    /// stream, where one walk serves many orders). Shards always file
+    /// their key: their sweep is their refiller's to hear of.
+    pub fn dues(&self) -> impl Iterator<Item = (String, u64)> {
+        self.sales.iter().filter_map(|(sale, told)| {
+            let due = told.earliest?;
+            Some(match &told.order {
+                Some(order) if told.purchases == 1 && !sale.contains('~') => {
+                    (format!("{} {order}", told.key), due)
+                }
+                _ => (told.key.clone(), due),
+            })
+        })
+    }
+
+    /// The sales told more than [`BUSY`] entries.
+    pub fn busy(&self) -> impl Iterator<Item = &str> {
+        self.sales
+            .iter()
+            .filter(|(_, told)| told.entries > BUSY)
+            .map(|(sale, _)| sale.as_str())
+    }
+}
+
+/// Makes `ledger`'s consumer group, and the ledger if missing, from its
+/// start, so nothing told before is skipped; one already made is kept.
+pub(crate) async fn make_ledger_group(conn: &mut Conn, ledger: &str) -> Result<()> {
+    let made: redis::RedisResult<()> = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg(ledger)
+        .arg(GROUP)
+        .arg("0")
+        .arg("MKSTREAM")
+        .query_async(conn)
+        .await;
+    match made {
+        Err(e) if e.code() != Some("BUSYGROUP") => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
+/// Up to `count` entries of `ledger` never delivered before, read for
+/// `consumer` into the group's pending list.
+pub(crate) async fn read_ledger(
+    conn: &mut Conn,
+    ledger: &str,
+    consumer: &str,
+    count: usize,
+) -> Result<Vec<StreamEntry>> {
+    let read: Option<Vec<(String, redis::Value)>> = redis::cmd("XREADGROUP")
+        .arg("GROUP")
+        .arg(GROUP)
+        .arg(consumer)
+        .arg("COUNT")
+        .arg(count)
+        .arg("STREAMS")
+        .arg(ledger)
+        .arg(">")
+        .query_async(conn)
+        .await?;
+    Ok(match read.and_then(|mut r| r.pop()) {
+        Some((_, entries)) => StreamEntry::list(entries)?,
+        None => Vec::new(),
+    })
+}
+
+/// The id of the sale whose hash key is `key` (`seckill:{sale:<id>}:sale`).
+fn sale_of(key: &str) -> Option<&str> {
+    key.strip_prefix(SALE_KEY_PREFIX)?.strip_suffix("}:sale")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use seckill_engine::OrderState;
+
+    /// A ledger entry: sale `sale`'s event `fields`, told as `at`.
+    fn entry(id: &str, sale: &str, at: &str, fields: &[(&str, &str)]) -> StreamEntry {
+        let mut all = vec![(format!("seckill:{{sale:{sale}}}:sale"), at.to_owned())];
+        all.extend(fields.iter().map(|(n, v)| (n.to_string(), v.to_string())));
+        StreamEntry {
+            id: id.to_owned(),
+            fields: all,
+        }
+    }
+
+    #[test]
+    fn a_read_of_the_ledger_files_each_sale_under_its_earliest_purchase_and_finds_the_busy() {
+        let buy = [("b", "7"), ("alice", "1")];
+        let mut entries = vec![
+            entry("900-0", "a", "1000-0 60", &buy),
+            // A settlement between purchases leaves the earliest standing.
+            entry("900-1", "a", "*", &[("p", "7"), ("1000-0-0", "ref")]),
+            entry("901-0", "a", "1000-1 60", &buy),
+            // A settlement, told alone: no pay-by time.
+            entry("902-0", "b", "*", &[("p", "7"), ("1000-0-0", "ref")]),
+        ];
+        for i in 0..=BUSY {
+            entries.push(entry(
+                &format!("903-{i}"),
+                "c",
+                &format!("2000-{i} 5"),
+                &buy,
+            ));
+        }
+        // One purchase of one order: the order is filed, not its sale,
+        // but a shard's sweep is its refiller's to hear of.
+        entries.push(entry(
+            "904-0",
+            "d",
+            "3000-0 2",
+            &[("b", "7"), ("bob", "2|r-1")],
+        ));
+        entries.push(entry("904-1", "e~1", "3000-1 2", &buy));
+        let told = Told::new(entries);
+        assert_eq!(told.ids.len(), 6 + BUSY + 1, "every entry is acknowledged");
+        assert_eq!(told.ids[0], "900-0");
+        let mut dues: Vec<_> = told.dues().collect();
+        dues.sort();
+        let key = |sale: &str| format!("seckill:{{sale:{sale}}}:sale");
+        assert_eq!(
+            dues,
+            [
+                (key("a"), 61_000),
+                (key("c"), 7_000),
+                (format!("{} 3000-0-0 7 2 bob", key("d")), 5_000),
+                (key("e~1"), 5_000),
+            ]
+        );
+        assert_eq!(told.busy().collect::<Vec<_>>(), ["c"]);
+        let mut sales: Vec<_> = told.sales().collect();
+        sales.sort();
+        assert_eq!(
+            sales,
+            [("a", 3), ("b", 1), ("c", BUSY + 1), ("d", 1), ("e~1", 1)]
+        );
+        // A sweep's expiries told in one entry: split at each sale's key.
+        let swept = StreamEntry {
+            id: "905-0".to_owned(),
+            fields: [
+                ("seckill:{sale:d}:sale", "*"),
+                ("expired", "7"),
+                ("3000-0-0", "bob|2"),
+                ("seckill:{sale:f}:sale", "*"),
+                ("expired", "7"),
+                ("4000-0-0", "carol|1"),
+            ]
+            .map(|(n, v)| (n.to_owned(), v.to_owned()))
+            .to_vec(),
+        };
+        let split = told_entries(swept.clone());
+        assert_eq!(split.len(), 2);
+        assert_eq!(split[1].0, "seckill:{sale:f}:sale");
+        assert_eq!(split[1].1.id, "905-0", "told alone: under the ledger's id");
+        assert_eq!(split[1].1.fields.len(), 2);
+        let swept = Told::new(vec![swept]);
+        assert_eq!(swept.ids, ["905-0"]);
+        let expired: Vec<_> = swept
+            .events
+            .iter()
+            .map(|e| (e.sale_id.as_str(), e.state))
+            .collect();
+        assert_eq!(
+            expired,
+            [("d", OrderState::Expired), ("f", OrderState::Expired)]
+        );
+        assert_eq!(swept.dues().count(), 0, "no purchase: nothing filed");
+        // The purchases' events carry their ids in the sale's stream.
+        assert!(told.events.iter().any(|e| e.order_id.contains("1000-1")));
+    }
+}
