@@ -251,9 +251,10 @@ end
 -- whatever happens; the cursor `swept` stays where it is (the sale's next
 -- walk passes over what is settled), so a purchase filed under the sale's
 -- own key, or one whose member was lost with a master, is still found.
--- KEYS: set here on a cluster (for moving). Returns 1 if it expired, 0 if it was settled already or
--- of a sale no longer there, nil if the sale's keys may be moving away
--- (see moving: left to the caller, whose call declares them).
+-- KEYS: set here on a cluster (for moving). Returns 1 if it expired, 0 if
+-- it was settled already or of a sale no longer there, nil if the sale's
+-- keys may be moving away (see moving: left to the caller, whose call
+-- declares them).
 -- Cost: (+EXISTS on a cluster) HMGET; to expire HSETNX, HINCRBY of `left`
 -- (+HINCRBY of the buyer's count with a limit, +PUBLISH when none were
 -- left), and its tell gathered in `gathered` (tell_later), or an XADD to
