@@ -172,7 +172,7 @@ async fn paying_after_the_deadline_expires_the_order_on_the_spot() {
 /// The messages of `server`'s restock channel, from now on.
 async fn restock_messages(
     server: &RedisServer,
-) -> impl futures_util::Stream<Item = redis::Msg> + Unpin {
+) -> impl futures_util::Stream<Item = redis::Msg> + Unpin + use<> {
     let client = redis::Client::open(server.url()).unwrap();
     let mut pubsub = client.get_async_pubsub().await.unwrap();
     pubsub
@@ -233,17 +233,31 @@ async fn units_coming_back_announce_the_sale_only_when_it_had_none_left() {
     assert_eq!(engine.sale("s").await.unwrap().remaining, 2);
 }
 
+/// A private server with sale `id` of `stock` units under a limit of one
+/// per buyer and a payment timeout of 1 s, and its restock messages.
+async fn limited_sale(
+    id: &str,
+    stock: u64,
+) -> (
+    RedisServer,
+    Engine,
+    impl futures_util::Stream<Item = redis::Msg> + Unpin + use<>,
+) {
+    let server = RedisServer::start().unwrap();
+    let engine = Engine::connect(&server.url()).await.unwrap();
+    let messages = restock_messages(&server).await;
+    let spec = SaleSpec::new(id, stock)
+        .per_user_limit(1)
+        .payment_timeout_secs(1);
+    engine.create_sale(&spec).await.unwrap();
+    (server, engine, messages)
+}
+
 /// What a quiet sale's sweep finds: one due order alone. It gives back its
 /// unit and its buyer's allowance, and announces the sale it sold out.
 #[tokio::test]
 async fn a_lone_due_order_expires_with_its_unit_and_allowance_back() {
-    let server = RedisServer::start().unwrap();
-    let engine = Engine::connect(&server.url()).await.unwrap();
-    let mut messages = restock_messages(&server).await;
-    let spec = SaleSpec::new("lone", 1)
-        .per_user_limit(1)
-        .payment_timeout_secs(1);
-    engine.create_sale(&spec).await.unwrap();
+    let (_server, engine, mut messages) = limited_sale("lone", 1).await;
     let first = buy(&engine, "lone", "a").await;
     assert_eq!(engine.sale("lone").await.unwrap().remaining, 0);
     tokio::time::sleep(Duration::from_millis(1_100)).await;
@@ -269,13 +283,7 @@ async fn a_lone_due_order_expires_with_its_unit_and_allowance_back() {
 /// nothing given back, and a later walk of the sale gives nothing twice.
 #[tokio::test]
 async fn an_order_filed_alone_expires_from_its_filing_and_leaves_the_index() {
-    let server = RedisServer::start().unwrap();
-    let engine = Engine::connect(&server.url()).await.unwrap();
-    let mut messages = restock_messages(&server).await;
-    let spec = SaleSpec::new("alone", 2)
-        .per_user_limit(1)
-        .payment_timeout_secs(1);
-    engine.create_sale(&spec).await.unwrap();
+    let (_server, engine, mut messages) = limited_sale("alone", 2).await;
     let unpaid = buy(&engine, "alone", "a").await;
     let paid = buy(&engine, "alone", "b").await;
     engine.pay(&paid).await.unwrap();
