@@ -15,7 +15,7 @@ use seckill_redis::{Conn, Replicas};
 
 use crate::config::{GROUP, LIBRARY};
 use crate::error::{Error, Result};
-use crate::ledger::{Told, told_entries};
+use crate::ledger::{Told, told_entry};
 use crate::news::MasterKeys;
 use crate::store::Store;
 
@@ -164,7 +164,7 @@ pub(crate) async fn told(
     entries.extend(StreamEntry::read(conn, ledger, &after).await?);
     Ok(entries
         .into_iter()
-        .flat_map(told_entries)
+        .filter_map(told_entry)
         .filter(|(sale, _)| *sale == keys.sale)
         .map(|(_, entry)| entry)
         .collect())

@@ -10,49 +10,28 @@ use seckill_redis::Conn;
 use crate::config::GROUP;
 use crate::error::Result;
 
-/// The entries a ledger entry tells, as the sales' streams hold them: each
-/// sale's hash key and the entry under its id in that stream, or under
-/// the ledger entry's own id when told alone (`"*"`). One ledger entry
-/// may tell several, one after another, each from its sale's hash key on
-/// (a sweep tells its expiries at once); none for an entry not of this
-/// layout.
-pub(crate) fn told_entries(ledger_entry: StreamEntry) -> Vec<(String, StreamEntry)> {
-    told_with_timeout(ledger_entry)
-        .into_iter()
-        .map(|(sale, _, entry)| (sale, entry))
-        .collect()
+/// A ledger entry as the sale's stream holds it: the sale's hash key and
+/// the entry under its id in that stream, or under the ledger entry's own
+/// id when told alone (`"*"`). `None` for an entry not of this layout.
+pub(crate) fn told_entry(ledger_entry: StreamEntry) -> Option<(String, StreamEntry)> {
+    told_with_timeout(ledger_entry).map(|(sale, _, entry)| (sale, entry))
 }
 
-/// [`told_entries`] and each sale's payment timeout in seconds, which a
+/// [`told_entry`] and the sale's payment timeout in seconds, which a
 /// purchase's entry carries (`"<entry id> <timeout>"`).
-fn told_with_timeout(ledger_entry: StreamEntry) -> Vec<(String, Option<u64>, StreamEntry)> {
-    let StreamEntry { id, fields } = ledger_entry;
-    let mut told: Vec<(String, Option<u64>, StreamEntry)> = Vec::new();
-    for (name, value) in fields {
-        if !name.starts_with(SALE_KEY_PREFIX) {
-            // A field of the entry told last; none before the first key.
-            if let Some((_, _, entry)) = told.last_mut() {
-                entry.fields.push((name, value));
-            }
-            continue;
-        }
-        let (entry_id, timeout) = match value.split_once(' ') {
-            _ if value == "*" => (id.clone(), None),
-            Some((entry_id, timeout)) => (entry_id.to_owned(), timeout.parse().ok()),
-            None => (value, None),
-        };
-        let entry = StreamEntry {
-            id: entry_id,
-            fields: Vec::new(),
-        };
-        told.push((name, timeout, entry));
+fn told_with_timeout(ledger_entry: StreamEntry) -> Option<(String, Option<u64>, StreamEntry)> {
+    let StreamEntry { id, mut fields } = ledger_entry;
+    if fields.is_empty() {
+        return None;
     }
-    told
+    let (sale, at) = fields.remove(0);
+    let (id, timeout) = match at.split_once(' ') {
+        _ if at == "*" => (id, None),
+        Some((id, timeout)) => (id.to_owned(), timeout.parse().ok()),
+        None => (at, None),
+    };
+    Some((sale, timeout, StreamEntry { id, fields }))
 }
-
-/// How every sale hash key begins (the engine's layout, `keys.rs`), and
-/// nothing else in a ledger entry does: ids are `A-Z a-z 0-9 _ -`.
-const SALE_KEY_PREFIX: &str = "seckill:{sale:";
 
 /// A sale told more entries than this in one read of its ledger is busy:
 /// it is read from its own stream from then on, where one read serves many
@@ -91,10 +70,11 @@ impl Told {
     /// Decodes `entries`, as read from a master's ledger.
     pub fn new(entries: Vec<StreamEntry>) -> Self {
         let mut told = Self::default();
-        for (key, timeout, entry) in entries.into_iter().flat_map(|entry| {
+        for entry in entries {
             told.ids.push(entry.id.clone());
-            told_with_timeout(entry)
-        }) {
+            let Some((key, timeout, entry)) = told_with_timeout(entry) else {
+                continue;
+            };
             let Some(sale) = sale_of(&key) else { continue };
             let events = Event::decode(sale, &entry);
             let told_sale = told.sales.entry(sale.to_owned()).or_default();
@@ -200,13 +180,12 @@ pub(crate) async fn read_ledger(
 
 /// The id of the sale whose hash key is `key` (`seckill:{sale:<id>}:sale`).
 fn sale_of(key: &str) -> Option<&str> {
-    key.strip_prefix(SALE_KEY_PREFIX)?.strip_suffix("}:sale")
+    key.strip_prefix("seckill:{sale:")?.strip_suffix("}:sale")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use seckill_engine::OrderState;
 
     /// A ledger entry: sale `sale`'s event `fields`, told as `at`.
     fn entry(id: &str, sale: &str, at: &str, fields: &[(&str, &str)]) -> StreamEntry {
@@ -268,37 +247,6 @@ mod tests {
             sales,
             [("a", 3), ("b", 1), ("c", BUSY + 1), ("d", 1), ("e~1", 1)]
         );
-        // A sweep's expiries told in one entry: split at each sale's key.
-        let swept = StreamEntry {
-            id: "905-0".to_owned(),
-            fields: [
-                ("seckill:{sale:d}:sale", "*"),
-                ("expired", "7"),
-                ("3000-0-0", "bob|2"),
-                ("seckill:{sale:f}:sale", "*"),
-                ("expired", "7"),
-                ("4000-0-0", "carol|1"),
-            ]
-            .map(|(n, v)| (n.to_owned(), v.to_owned()))
-            .to_vec(),
-        };
-        let split = told_entries(swept.clone());
-        assert_eq!(split.len(), 2);
-        assert_eq!(split[1].0, "seckill:{sale:f}:sale");
-        assert_eq!(split[1].1.id, "905-0", "told alone: under the ledger's id");
-        assert_eq!(split[1].1.fields.len(), 2);
-        let swept = Told::new(vec![swept]);
-        assert_eq!(swept.ids, ["905-0"]);
-        let expired: Vec<_> = swept
-            .events
-            .iter()
-            .map(|e| (e.sale_id.as_str(), e.state))
-            .collect();
-        assert_eq!(
-            expired,
-            [("d", OrderState::Expired), ("f", OrderState::Expired)]
-        );
-        assert_eq!(swept.dues().count(), 0, "no purchase: nothing filed");
         // The purchases' events carry their ids in the sale's stream.
         assert!(told.events.iter().any(|e| e.order_id.contains("1000-1")));
     }

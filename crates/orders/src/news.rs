@@ -11,9 +11,7 @@
 //!   as `{ sale hash key, "<entry id> <timeout>", event … }`, and move the
 //!   sale's consumer group past it, and write a settlement to the ledger
 //!   alone, as `{ sale hash key, "*", event … }` (`tell` in the engine's
-//!   `lua/prelude.lua`; a sweep writes its expiries of orders filed alone
-//!   as several of these in one entry, `ledger.rs` splits them at each
-//!   sale hash key): the persisters read the events of all of the
+//!   `lua/prelude.lua`): the persisters read the events of all of the
 //!   master's quiet sales from this one warm key, and never the sales'
 //!   own streams. It has the consumer group `persister` with its pending
 //!   list: an entry is acknowledged once committed to SQL, and taken over

@@ -186,64 +186,7 @@ local function moving(cluster)
   return type(look) == 'table' and look.err ~= nil
 end
 
--- Adds what tell_later gathered, one entry per ledger. A ledger that
--- refuses (left on another node: its sale's slot moved) disarms the sales
--- it would have told, and each event goes to its sale's own stream
--- instead, as tell does; each is expire_order's, six fields.
-local function tell_gathered(fields_of)
-  for ledger, fields in pairs(fields_of) do
-    if type(redis.pcall('XADD', ledger, '*', unpack(fields))) ~= 'string' then
-      for i = 1, #fields, 6 do
-        local sale = fields[i]
-        redis.call('HDEL', sale, 'n')
-        redis.call('XADD', string.sub(sale, 1, -6) .. ':orders', '*',
-          unpack(fields, i + 2, i + 5))
-      end
-    end
-  end
-end
-
--- Expiries told at once (expire_order): per ledger, the fields of one
--- entry of it, { sale hash key, '*', event … } for each in turn, which
--- the persisters split at each sale hash key (crates/orders/src/ledger.rs):
--- one XADD for a sweep's quiet sales, not one each. As tell (prelude.lua)
--- for sale hash `key`, `n` its field `n` as read; answers whether it will
--- be told. `gathered`: { ledger_of = { n -> ledger or false }, fields =
--- { ledger -> fields } }, made once per sweep (the quiet sales of one
--- master mostly share their `n`, parsed once). Past GATHER_MOST fields a
--- ledger's entry is added at once (inside Lua's unpack limit of ~8,000).
-local GATHER_MOST = 6000
-local function tell_later(gathered, n, key, event)
-  if not n then
-    return false
-  end
-  local ledger = gathered.ledger_of[n]
-  if ledger == nil then
-    ledger = string.match(n, '^(%S+) %S+ %d+$') or false
-    gathered.ledger_of[n] = ledger
-  end
-  if not ledger then
-    return false
-  end
-  local fields = gathered.fields[ledger]
-  if not fields then
-    fields = {}
-    gathered.fields[ledger] = fields
-  end
-  local i = #fields
-  fields[i + 1] = key
-  fields[i + 2] = '*'
-  for j = 1, #event do
-    fields[i + 2 + j] = event[j]
-  end
-  if #fields >= GATHER_MOST then
-    tell_gathered({ [ledger] = fields })
-    gathered.fields[ledger] = nil
-  end
-  return true
-end
-
--- expire_order(key, order, cluster, gathered): expires the order a due
+-- expire_order(key, order, cluster): expires the order a due
 -- index member names, "<sale hash key> <ref> <gen> <qty> <user>" (`order`:
 -- what follows the key), which the persisters file for a purchase told
 -- through the ledger (crates/orders/src/ledger.rs): a quiet sale's order,
@@ -251,29 +194,28 @@ end
 -- whatever happens; the cursor `swept` stays where it is (the sale's next
 -- walk passes over what is settled), so a purchase filed under the sale's
 -- own key, or one whose member was lost with a master, is still found.
--- KEYS: set here on a cluster (for moving). Returns 1 if it expired, 0 if
--- it was settled already or of a sale no longer there, nil if the sale's
--- keys may be moving away (see moving: left to the caller, whose call
--- declares them).
+-- KEYS: set here. Returns 1 if it expired, 0 if it was settled already or
+-- of a sale no longer there, nil if the sale's keys may be moving away
+-- (see moving: left to the caller, whose call declares them).
 -- Cost: (+EXISTS on a cluster) HMGET; to expire HSETNX, HINCRBY of `left`
 -- (+HINCRBY of the buyer's count with a limit, +PUBLISH when none were
--- left), and its tell gathered in `gathered` (tell_later), or an XADD to
--- its own stream; no stream read, and nothing parsed but the member.
-local function expire_order(key, order, cluster, gathered)
+-- left), tell's (or an XADD); no stream read, and nothing parsed but the
+-- member. (One ledger entry for a whole sweep's expiries would cost each
+-- ~11,000 instructions less, but an earlier release's persister, sharing
+-- the ledger during an upgrade, would read that entry as one sale's.)
+local function expire_order(key, order, cluster)
   local ref, gen, qty, user = string.match(order, '^(%S+) (%S+) (%d+) (.*)$')
   local base = string.sub(key, 1, -6)
-  if cluster then
-    KEYS = { key, base .. ':orders', base .. ':settled' }
-    if moving(cluster) then
-      return nil
-    end
+  KEYS = { key, base .. ':orders', base .. ':settled' }
+  if moving(cluster) then
+    return nil
   end
   local m = redis.call('HMGET', key, 'gen', 'limit', 'n')
   if not ref or m[1] ~= gen then
     return 0
   end
   local value = user .. '|' .. qty
-  if redis.call('HSETNX', base .. ':settled', ref, 'expired|' .. value) == 0 then
+  if redis.call('HSETNX', KEYS[3], ref, 'expired|' .. value) == 0 then
     return 0
   end
   if m[2] and m[2] ~= '0' then
@@ -282,9 +224,6 @@ local function expire_order(key, order, cluster, gathered)
   if redis.call('HINCRBY', key, 'left', qty) <= tonumber(qty) then
     redis.call('PUBLISH', 'seckill:restock', string.sub(key, 15, -7))
   end
-  local event = { 'expired', gen, ref, value }
-  if not tell_later(gathered, m[3], key, event) then
-    redis.call('XADD', base .. ':orders', '*', unpack(event))
-  end
+  record(NONE, { 'expired', gen, ref, value }, m[3])
   return 1
 end

@@ -13,9 +13,8 @@
 -- caller: shards (whose units the refiller must hear of), sales with more
 -- due than `most` entries, sales whose slot is moving } }.
 -- Cost: TIME and ZRANGEBYSCORE, then per sale expire_sale's and per order
--- expire_order's (each +EXISTS on a cluster), but one XADD to tell the
--- orders' expiries and one ZREM for them and the sales left with nothing
--- to come due.
+-- expire_order's (each +EXISTS on a cluster), but one ZREM for all the
+-- orders and the sales left with nothing to come due.
 
 -- One sale filed under its own key, its due orders expired by
 -- expire_sale; its id added to `left` when it is the caller's to sweep.
@@ -41,14 +40,13 @@ local function expire_due_sales()
   local due = redis.call('ZRANGEBYSCORE', due_index, '-inf', string.format('%d', now),
     'LIMIT', 0, tonumber(ARGV[2]))
   local out, left, unfile = { 0, #due == tonumber(ARGV[2]) and 1 or 0 }, {}, {}
-  local gathered = { ledger_of = {}, fields = {} }
   out[3] = left
   for _, key in ipairs(due) do
     local space = string.find(key, ' ', 1, true)
     if space then
       -- One order (expire_order): out of the index whatever it finds.
       local sale = string.sub(key, 1, space - 1)
-      local expired = expire_order(sale, string.sub(key, space + 1), cluster, gathered)
+      local expired = expire_order(sale, string.sub(key, space + 1), cluster)
       if expired then
         out[1] = out[1] + expired
       else
@@ -59,7 +57,6 @@ local function expire_due_sales()
       expire_filed(key, cluster, most, due_index, now, out, left, unfile)
     end
   end
-  tell_gathered(gathered.fields)
   -- The sales left with nothing to come due, and the orders looked at,
   -- out of the index at once.
   if #unfile > 0 then
