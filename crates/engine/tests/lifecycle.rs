@@ -279,8 +279,9 @@ async fn a_lone_due_order_expires_with_its_unit_and_allowance_back() {
 /// An order filed alone in a due index, as a persister files a quiet
 /// sale's one purchase, expires from its filing with no walk of the sale's
 /// stream: unit, allowance and restock message back, its member out of
-/// the index. A paid order's member and one of a sale gone leave with
-/// nothing given back, and a later walk of the sale gives nothing twice.
+/// the index. A paid order's member, one of a sale gone and one it cannot
+/// read leave with nothing given back, and a later walk of the sale gives
+/// nothing twice.
 #[tokio::test]
 async fn an_order_filed_alone_expires_from_its_filing_and_leaves_the_index() {
     let (_server, engine, mut messages) = limited_sale("alone", 2).await;
@@ -299,6 +300,8 @@ async fn an_order_filed_alone_expires_from_its_filing_and_leaves_the_index() {
         member(&unpaid, "a"),
         member(&paid, "b"),
         "seckill:{sale:gone}:sale 1-0-0 7 1 z".to_owned(),
+        // Not an order this release can read (one of a later release).
+        "seckill:{sale:alone}:sale unreadable".to_owned(),
     ];
     let mut conn = engine.connection();
     for m in &filed {

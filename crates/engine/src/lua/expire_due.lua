@@ -42,11 +42,16 @@ local function expire_due_sales()
   local out, left, unfile = { 0, #due == tonumber(ARGV[2]) and 1 or 0 }, {}, {}
   out[3] = left
   for _, key in ipairs(due) do
-    local space = string.find(key, ' ', 1, true)
-    if space then
-      -- One order (expire_order): out of the index whatever it finds.
-      local sale = string.sub(key, 1, space - 1)
-      local expired = expire_order(sale, string.sub(key, space + 1), cluster)
+    if string.find(key, ' ', 1, true) then
+      -- One order, "<sale hash key> <ref> <gen> <qty> <user>", split in
+      -- one match (each piece made is a string Lua keeps), and out of the
+      -- index whatever expire_order finds; one this release cannot read
+      -- too.
+      local sale, ref, gen, qty, user = string.match(key, '^(%S+) (%S+) (%S+) (%d+) (.*)$')
+      local expired = 0
+      if sale then
+        expired = expire_order(sale, ref, gen, qty, user, cluster)
+      end
       if expired then
         out[1] = out[1] + expired
       else
