@@ -8,7 +8,10 @@ import json
 import os
 import platform
 import subprocess
+import statistics
 import sys
+
+from spread_pairs import pair_ratios
 
 OUT, DATE = sys.argv[1], sys.argv[2]
 
@@ -737,8 +740,10 @@ if spread:
       "(persisting, expiring, persisting the expiry) adds per purchase is the difference.\n")
     p("```sh\nbash scripts/spread.sh\n```\n")
     base = next((r for r in spread if r["case"] == "one"), None)
-    same_rate = sorted((r for r in spread if r["case"] != "trickle" and r.get("background", True)),
-                       key=lambda r: r["sales"])
+    # one-2, spread-2, …: the pairs run again, read below the table.
+    again = [r for r in spread if r["case"].rsplit("-", 1)[-1].isdigit()]
+    same_rate = sorted((r for r in spread if r["case"] != "trickle" and r.get("background", True)
+                        and r not in again), key=lambda r: r["sales"])
     alone = {r["sales"]: r for r in spread if r.get("background") is False}
 
     def purchase_alone(r):
@@ -767,6 +772,59 @@ if spread:
           "more, a sale gets a purchase a second or less, so each order meets every step of "
           "the background (its persisting, its sale's sweep, its expiry's persisting) alone; "
           "on one sale those steps serve many orders at once.")
+    ratios = pair_ratios({r["case"]: r for r in spread})
+    if len(ratios) > 1:
+        ones = [r["redis_cpu_us_per_purchase"] for r in spread
+                if r["case"] == "one" or r["case"].startswith("one-") and r in again]
+        p(f"\nOne sale and 10,000 run back to back twice more, as runs of one case differ "
+          f"(the one-sale runs took {num(min(ones), 1)} to {num(max(ones), 1)} µs a purchase): "
+          f"× one sale over the {len(ratios)} pairs (the table's first): "
+          f"{', '.join(f'{x:.2f}' for x in ratios)}; median {statistics.median(ratios):.2f}.")
+    cases = {r["case"]: r for r in spread}
+    split = [("one sale", cases.get("one")), ("10,000 sales", cases.get("spread")),
+             ("one sale, purchases alone", cases.get("one-alone")),
+             ("10,000 sales, purchases alone", cases.get("spread-alone"))]
+    split = [(name, r) for name, r in split if r and r.get("by_command")]
+    if len(split) > 1:
+        p("\nWhere the difference goes: each command's Redis time per purchase (`INFO "
+          "commandstats`; `fcall`, the functions, includes the commands they call, which are "
+          "listed again under their own names), with the calls per purchase in brackets, in "
+          "the runs above. What is not in any command is reading requests and writing "
+          "answers.\n")
+        names = sorted({c for _, r in split for c in r["by_command"]},
+                       key=lambda c: -split[1][1]["by_command"].get(c, {}).get("us_per_purchase", 0))
+        names = [c for c in names if any(r["by_command"].get(c, {}).get("us_per_purchase", 0) >= 0.1
+                                         for _, r in split)]
+
+        def cell(r, c):
+            v = r["by_command"].get(c)
+            if not v:
+                return "–"
+            calls = v["calls_per_purchase"]
+            return f"{v['us_per_purchase']:.2f} ({calls:.2f})" if calls >= 0.1 \
+                else f"{v['us_per_purchase']:.2f} ({calls:.3f})"
+        # INFO names a subcommand "xgroup|setid": a bar would split the cell.
+        p(table(["µs per purchase"] + [name for name, _ in split],
+                [["redis-server CPU"] + [num(r["redis_cpu_us_per_purchase"], 1) for _, r in split]]
+                + [[f"`{c.replace('|', ' ')}`"] + [cell(r, c) for _, r in split] for c in names]))
+        prose = []
+        alone_split = [r for name, r in split if "alone" in name]
+        if len(alone_split) == 2:
+            def grew(c):
+                return (alone_split[1]["by_command"].get(c, {}).get("us_per_purchase", 0)
+                        - alone_split[0]["by_command"].get(c, {}).get("us_per_purchase", 0))
+            # fcall's time holds its commands': the command that grew is named.
+            most = max((c for c in alone_split[1]["by_command"] if c != "fcall"), key=grew)
+            prose.append("The purchases alone already differ: each of the 10,000 sales' keys "
+                         f"is cold when its purchase comes, and `{most.replace('|', ' ')}` is "
+                         "the command that grows most.")
+        prose.append("With the background, a spread order adds the rest one at a time: its "
+                     "purchase tells the persisters through the ledger (a second `xadd`, and "
+                     "`xgroup setid`), which read and acknowledge it (`xreadgroup`, `xack`) and "
+                     "file the order (`zadd`); its expiry reads the sale's hash, writes the "
+                     "order's state, gives the unit and the allowance back (`hmget`, `hsetnx`, "
+                     "`hincrby`) and tells the persisters again (a third `xadd`).")
+        p("\n" + " ".join(prose))
     for r in spread:
         if r["case"] == "trickle":
             p(f"\nA trickle, {num(r['purchases_per_s'])} purchases/s for 20 s, each into a "
