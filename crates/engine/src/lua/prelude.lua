@@ -3,17 +3,22 @@
 -- but `redis` at load time).
 --
 -- ORDER_SUFFIX[i] is "-<i>|", the middle of an order reference
--- "<entry>-<i>|<qty>", for the first 256 orders of a batch (the default
--- batch size; later ones write theirs). Looking it up instead of writing
--- the number saves a batched purchase ~1,900 instructions, as Lua writes
--- numbers with sprintf. It is not bigger because every table here costs
--- every call of every function: Redis steps Lua's garbage collector every
--- 50 calls, and each step marks the whole library. Measured with
--- `scripts/lua-cost.sh`: 256 entries cost an atomic purchase ~1,600
--- instructions, 1,000 entries ~5,100.
+-- "<entry>-<i>|<qty>", kept for the first 256 orders of a batch (the
+-- default batch size) once a batch has made it (suffix). Looking it up
+-- instead of writing the number saves ~3,000 instructions an order, as Lua
+-- writes numbers with sprintf. Made when first needed, not at load:
+-- every table here costs every call of every function, the lock's too
+-- (one Lua state holds every library), as Redis steps Lua's garbage
+-- collector every 50 calls and each step marks all of it; 256 entries cost
+-- each call ~1,500 instructions, which a service using only the atomic
+-- strategy never pays (measured with `scripts/lua-cost.sh`).
 local ORDER_SUFFIX = {}
-for i = 0, 255 do
-  ORDER_SUFFIX[i] = '-' .. i .. '|'
+local function suffix(i)
+  local s = '-' .. i .. '|'
+  if i < 256 then
+    ORDER_SUFFIX[i] = s
+  end
+  return s
 end
 
 -- What a sharded sale's transfer step answers before it acts (shard_*.lua;

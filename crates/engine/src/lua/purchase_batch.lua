@@ -133,7 +133,7 @@ local entry = redis.call('XADD', KEYS[2], '*', unpack(event))
 tell(m[4], KEYS[1], KEYS[2], entry, event)
 answers[1] = entry
 for at, number in pairs(twins) do
-  answers[at] = entry .. (ORDER_SUFFIX[number] or '-' .. number .. '|') .. sold[number]
+  answers[at] = entry .. (ORDER_SUFFIX[number] or suffix(number)) .. sold[number]
 end
 -- Numbers go out through '%d': Redis would write them with '%.17g', which
 -- costs several times more.
@@ -147,7 +147,7 @@ for _, req in ipairs(fresh) do
   local number = known[req]
   writes[nw + 1] = req
   nw = nw + 2
-  writes[nw] = entry .. (ORDER_SUFFIX[number] or '-' .. number .. '|') .. sold[number]
+  writes[nw] = entry .. (ORDER_SUFFIX[number] or suffix(number)) .. sold[number]
 end
 redis.call('HSET', KEYS[1], unpack(writes))
 return answers
