@@ -7,6 +7,7 @@ page comes from a file in OUT_DIR; the prose around them states none.
 import json
 import os
 import platform
+import re
 import subprocess
 import statistics
 import sys
@@ -741,7 +742,7 @@ if spread:
     p("```sh\nbash scripts/spread.sh\n```\n")
     base = next((r for r in spread if r["case"] == "one"), None)
     # one-2, spread-2, …: the pairs run again, read below the table.
-    again = [r for r in spread if r["case"].rsplit("-", 1)[-1].isdigit()]
+    again = [r for r in spread if re.fullmatch(r"(one|spread)-\d+", r["case"])]
     same_rate = sorted((r for r in spread if r["case"] != "trickle" and r.get("background", True)
                         and r not in again), key=lambda r: r["sales"])
     alone = {r["sales"]: r for r in spread if r.get("background") is False}
@@ -781,20 +782,20 @@ if spread:
           f"× one sale over the {len(ratios)} pairs (the table's first): "
           f"{', '.join(f'{x:.2f}' for x in ratios)}; median {statistics.median(ratios):.2f}.")
     cases = {r["case"]: r for r in spread}
-    split = [("one sale", cases.get("one")), ("10,000 sales", cases.get("spread")),
+    by_cmd = [("one sale", cases.get("one")), ("10,000 sales", cases.get("spread")),
              ("one sale, purchases alone", cases.get("one-alone")),
              ("10,000 sales, purchases alone", cases.get("spread-alone"))]
-    split = [(name, r) for name, r in split if r and r.get("by_command")]
-    if len(split) > 1:
+    by_cmd = [(name, r) for name, r in by_cmd if r and r.get("by_command")]
+    if len(by_cmd) > 1:
         p("\nWhere the difference goes: each command's Redis time per purchase (`INFO "
           "commandstats`; `fcall`, the functions, includes the commands they call, which are "
           "listed again under their own names), with the calls per purchase in brackets, in "
           "the runs above. What is not in any command is reading requests and writing "
           "answers.\n")
-        names = sorted({c for _, r in split for c in r["by_command"]},
-                       key=lambda c: -split[1][1]["by_command"].get(c, {}).get("us_per_purchase", 0))
+        names = sorted({c for _, r in by_cmd for c in r["by_command"]},
+                       key=lambda c: -by_cmd[1][1]["by_command"].get(c, {}).get("us_per_purchase", 0))
         names = [c for c in names if any(r["by_command"].get(c, {}).get("us_per_purchase", 0) >= 0.1
-                                         for _, r in split)]
+                                         for _, r in by_cmd)]
 
         def cell(r, c):
             v = r["by_command"].get(c)
@@ -804,11 +805,11 @@ if spread:
             return f"{v['us_per_purchase']:.2f} ({calls:.2f})" if calls >= 0.1 \
                 else f"{v['us_per_purchase']:.2f} ({calls:.3f})"
         # INFO names a subcommand "xgroup|setid": a bar would split the cell.
-        p(table(["µs per purchase"] + [name for name, _ in split],
-                [["redis-server CPU"] + [num(r["redis_cpu_us_per_purchase"], 1) for _, r in split]]
-                + [[f"`{c.replace('|', ' ')}`"] + [cell(r, c) for _, r in split] for c in names]))
+        p(table(["µs per purchase"] + [name for name, _ in by_cmd],
+                [["redis-server CPU"] + [num(r["redis_cpu_us_per_purchase"], 1) for _, r in by_cmd]]
+                + [[f"`{c.replace('|', ' ')}`"] + [cell(r, c) for _, r in by_cmd] for c in names]))
         prose = []
-        alone_split = [r for name, r in split if "alone" in name]
+        alone_split = [r for name, r in by_cmd if "alone" in name]
         if len(alone_split) == 2:
             def grew(c):
                 return (alone_split[1]["by_command"].get(c, {}).get("us_per_purchase", 0)

@@ -295,10 +295,10 @@ if idle or spread:
           "out, each order pays them alone: its purchase tells the persisters through its "
           "master's ledger, the persister acknowledges that and files the order for the "
           "sweeper, the sweep reads the sale's hash, returns the unit and tells the expiry, "
-          "which is acknowledged in turn. Over the "
-          f"{len(ratios)} pairs of runs the benchmarks page lists, the ratio's median is "
-          f"{plan:.2f}×: plan Redis for spread-out sales at {plan:.1f}× the per-purchase cost "
-          "above.\n")
+          "which is acknowledged in turn. "
+          + (f"Over the {len(ratios)} pairs of runs the benchmarks page lists, the ratio's "
+             f"median is {plan:.2f}×: " if len(ratios) > 1 else "")
+          + f"plan Redis for spread-out sales at {plan:.1f}× the per-purchase cost above.\n")
         thousand = spread.get("sales-1000")
         if thousand:
             more = many["redis_cpu_us_per_purchase"] / thousand["redis_cpu_us_per_purchase"]
