@@ -15,7 +15,7 @@ use seckill_redis::{Conn, Replicas};
 
 use crate::config::{GROUP, LIBRARY};
 use crate::error::{Error, Result};
-use crate::ledger::{Told, told_entry};
+use crate::ledger::{Told, told_entries};
 use crate::news::MasterKeys;
 use crate::store::Store;
 
@@ -164,7 +164,7 @@ pub(crate) async fn told(
     entries.extend(StreamEntry::read(conn, ledger, &after).await?);
     Ok(entries
         .into_iter()
-        .filter_map(told_entry)
+        .flat_map(told_entries)
         .filter(|(sale, _)| *sale == keys.sale)
         .map(|(_, entry)| entry)
         .collect())
@@ -335,7 +335,8 @@ pub(crate) async fn on_every_replica(
 }
 
 /// Ledger entries committed, to acknowledge: the keys of the master whose
-/// ledger they were read from, and what they told.
+/// ledgers they were read from, and what they told (with the ids per
+/// ledger).
 pub(crate) struct Acks<'a> {
     pub keys: &'a MasterKeys,
     pub told: &'a Told,
@@ -373,20 +374,24 @@ pub(crate) async fn commit(
         }
     });
     futures_util::future::try_join_all(deletes).await?;
-    if let Some(Acks { keys, told, file }) = acks.filter(|a| !a.told.ids.is_empty()) {
-        let mut call = LIBRARY.call("ledger_done", &[&keys.ledger, &keys.due, &keys.news]);
-        let (dues, busy): (Vec<_>, Vec<_>) = match file {
-            true => (told.dues().collect(), told.busy().collect()),
-            false => Default::default(),
-        };
+    let Some(Acks { keys, told, file }) = acks else {
+        return Ok(());
+    };
+    // One call per ledger read; the first files what they told.
+    let (mut dues, mut busy): (Vec<_>, Vec<_>) = match file {
+        true => (told.dues().collect(), told.busy().collect()),
+        false => Default::default(),
+    };
+    for (ledger, ids) in &told.ids {
+        let mut call = LIBRARY.call("ledger_done", &[ledger, &keys.due, &keys.news]);
         call.arg(GROUP).arg(dues.len()).arg(busy.len());
-        for (member, at) in dues {
+        for (member, at) in dues.drain(..) {
             call.arg(at).arg(member);
         }
-        for sale in busy {
+        for sale in busy.drain(..) {
             call.arg(Engine::sale_key(sale)?);
         }
-        for id in &told.ids {
+        for id in ids {
             call.arg(id);
         }
         let _: i64 = call.invoke(&mut conn.clone()).await?;

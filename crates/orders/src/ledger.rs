@@ -10,27 +10,44 @@ use seckill_redis::Conn;
 use crate::config::GROUP;
 use crate::error::Result;
 
-/// A ledger entry as the sale's stream holds it: the sale's hash key and
-/// the entry under its id in that stream, or under the ledger entry's own
-/// id when told alone (`"*"`). `None` for an entry not of this layout.
-pub(crate) fn told_entry(ledger_entry: StreamEntry) -> Option<(String, StreamEntry)> {
-    told_with_timeout(ledger_entry).map(|(sale, _, entry)| (sale, entry))
+/// The sales' entries a ledger entry tells, each with its sale's hash key:
+/// one sale's entry under its id in the sale's stream, or under the ledger
+/// entry's own id when told alone (`"*"`); or a sweep's expiries, one
+/// entry per order under the ledger entry's id. None for an entry not of
+/// these layouts.
+pub(crate) fn told_entries(ledger_entry: StreamEntry) -> Vec<(String, StreamEntry)> {
+    told_with_timeout(ledger_entry)
+        .into_iter()
+        .map(|(sale, _, entry)| (sale, entry))
+        .collect()
 }
 
-/// [`told_entry`] and the sale's payment timeout in seconds, which a
-/// purchase's entry carries (`"<entry id> <timeout>"`).
-fn told_with_timeout(ledger_entry: StreamEntry) -> Option<(String, Option<u64>, StreamEntry)> {
-    let StreamEntry { id, mut fields } = ledger_entry;
-    if fields.is_empty() {
-        return None;
+/// [`told_entries`], each with its sale's payment timeout in seconds,
+/// which a purchase's entry carries (`"<entry id> <timeout>"`).
+fn told_with_timeout(ledger_entry: StreamEntry) -> Vec<(String, Option<u64>, StreamEntry)> {
+    let StreamEntry { id, fields } = ledger_entry;
+    let mut fields = fields.into_iter();
+    let Some((sale, at)) = fields.next() else {
+        return Vec::new();
+    };
+    if sale == "*" && at == "expired" {
+        // A sweep's: after the marker, per order its sale hash key and
+        // generation, then its ref and "<buyer>|<qty>".
+        let mut told = Vec::new();
+        while let (Some((sale, generation)), Some(order)) = (fields.next(), fields.next()) {
+            let fields = vec![("expired".to_owned(), generation), order];
+            let id = id.clone();
+            told.push((sale, None, StreamEntry { id, fields }));
+        }
+        return told;
     }
-    let (sale, at) = fields.remove(0);
     let (id, timeout) = match at.split_once(' ') {
         _ if at == "*" => (id, None),
         Some((id, timeout)) => (id.to_owned(), timeout.parse().ok()),
         None => (at, None),
     };
-    Some((sale, timeout, StreamEntry { id, fields }))
+    let fields = fields.collect();
+    vec![(sale, timeout, StreamEntry { id, fields })]
 }
 
 /// A sale told more entries than this in one read of its ledger is busy:
@@ -38,12 +55,14 @@ fn told_with_timeout(ledger_entry: StreamEntry) -> Option<(String, Option<u64>, 
 /// of its events and its purchases pay nothing to tell.
 const BUSY: usize = 16;
 
-/// Ledger entries read and not yet committed: their events, their ids,
-/// and what acknowledging them files (each sale's next pay-by time) or
-/// changes (busy sales, read from their own streams from then on).
+/// Ledger entries read and not yet committed: their events, their ids per
+/// ledger, and what acknowledging them files (each sale's next pay-by
+/// time) or changes (busy sales, read from their own streams from then
+/// on).
 #[derive(Debug, Default)]
 pub(crate) struct Told {
-    pub ids: Vec<String>,
+    /// Per ledger read, the ids of its entries.
+    pub ids: Vec<(String, Vec<String>)>,
     pub events: Vec<Event>,
     /// Per sale id, what its entries told.
     sales: HashMap<String, Sale>,
@@ -67,39 +86,52 @@ struct Sale {
 }
 
 impl Told {
-    /// Decodes `entries`, as read from a master's ledger.
-    pub fn new(entries: Vec<StreamEntry>) -> Self {
+    /// Decodes `reads`: per ledger of a master, its entries read.
+    pub fn new(reads: Vec<(String, Vec<StreamEntry>)>) -> Self {
         let mut told = Self::default();
-        for entry in entries {
-            told.ids.push(entry.id.clone());
-            let Some((key, timeout, entry)) = told_with_timeout(entry) else {
+        for (ledger, entries) in reads {
+            if entries.is_empty() {
                 continue;
-            };
-            let Some(sale) = sale_of(&key) else { continue };
-            let events = Event::decode(sale, &entry);
-            let told_sale = told.sales.entry(sale.to_owned()).or_default();
-            told_sale.entries += 1;
-            // A purchase's order comes due its timeout after its entry.
-            let due = timeout
-                .filter(|_| entry.fields.first().is_some_and(|(name, _)| name == "b"))
-                .map(|timeout| entry_number(&entry.id).0 + timeout * 1_000);
-            if let Some(due) = due {
-                told_sale.purchases += 1;
-                told_sale.earliest = Some(told_sale.earliest.map_or(due, |e| e.min(due)));
-                told_sale.order = match events.as_slice() {
-                    [e] if entry.fields.len() == 2 => Some(format!(
-                        "{}-0 {} {} {}",
-                        entry.id, e.generation, e.quantity, e.user_id
-                    )),
-                    _ => None,
-                };
             }
-            if told_sale.key.is_empty() {
-                told_sale.key = key;
+            told.ids
+                .push((ledger, entries.iter().map(|e| e.id.clone()).collect()));
+            for (key, timeout, entry) in entries.into_iter().flat_map(told_with_timeout) {
+                told.add(key, timeout, entry);
             }
-            told.events.extend(events);
         }
         told
+    }
+
+    /// Whether nothing was read.
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// Adds what one sale's `entry` told, `key` its hash key.
+    fn add(&mut self, key: String, timeout: Option<u64>, entry: StreamEntry) {
+        let Some(sale) = sale_of(&key) else { return };
+        let events = Event::decode(sale, &entry);
+        let told_sale = self.sales.entry(sale.to_owned()).or_default();
+        told_sale.entries += 1;
+        // A purchase's order comes due its timeout after its entry.
+        let due = timeout
+            .filter(|_| entry.fields.first().is_some_and(|(name, _)| name == "b"))
+            .map(|timeout| entry_number(&entry.id).0 + timeout * 1_000);
+        if let Some(due) = due {
+            told_sale.purchases += 1;
+            told_sale.earliest = Some(told_sale.earliest.map_or(due, |e| e.min(due)));
+            told_sale.order = match events.as_slice() {
+                [e] if entry.fields.len() == 2 => Some(format!(
+                    "{}-0 {} {} {}",
+                    entry.id, e.generation, e.quantity, e.user_id
+                )),
+                _ => None,
+            };
+        }
+        if told_sale.key.is_empty() {
+            told_sale.key = key;
+        }
+        self.events.extend(events);
     }
 
     /// Each sale told and how many entries.
@@ -153,29 +185,31 @@ pub(crate) async fn make_ledger_group(conn: &mut Conn, ledger: &str) -> Result<(
     }
 }
 
-/// Up to `count` entries of `ledger` never delivered before, read for
-/// `consumer` into the group's pending list.
-pub(crate) async fn read_ledger(
+/// Up to `count` entries of each of `ledgers` (one master's) never
+/// delivered before, read for `consumer` into their group's pending list,
+/// in one call; answered per ledger.
+pub(crate) async fn read_ledgers(
     conn: &mut Conn,
-    ledger: &str,
+    ledgers: &[&str],
     consumer: &str,
     count: usize,
-) -> Result<Vec<StreamEntry>> {
-    let read: Option<Vec<(String, redis::Value)>> = redis::cmd("XREADGROUP")
-        .arg("GROUP")
+) -> Result<Vec<(String, Vec<StreamEntry>)>> {
+    let mut read = redis::cmd("XREADGROUP");
+    read.arg("GROUP")
         .arg(GROUP)
         .arg(consumer)
         .arg("COUNT")
         .arg(count)
         .arg("STREAMS")
-        .arg(ledger)
-        .arg(">")
-        .query_async(conn)
-        .await?;
-    Ok(match read.and_then(|mut r| r.pop()) {
-        Some((_, entries)) => StreamEntry::list(entries)?,
-        None => Vec::new(),
-    })
+        .arg(ledgers);
+    for _ in ledgers {
+        read.arg(">");
+    }
+    let read: Option<Vec<(String, redis::Value)>> = read.query_async(conn).await?;
+    read.unwrap_or_default()
+        .into_iter()
+        .map(|(ledger, entries)| Ok((ledger, StreamEntry::list(entries)?)))
+        .collect()
 }
 
 /// The id of the sale whose hash key is `key` (`seckill:{sale:<id>}:sale`).
@@ -225,9 +259,10 @@ mod tests {
             &[("b", "7"), ("bob", "2|r-1")],
         ));
         entries.push(entry("904-1", "e~1", "3000-1 2", &buy));
-        let told = Told::new(entries);
-        assert_eq!(told.ids.len(), 6 + BUSY + 1, "every entry is acknowledged");
-        assert_eq!(told.ids[0], "900-0");
+        let told = Told::new(vec![("l".into(), entries)]);
+        let ids = &told.ids[0].1;
+        assert_eq!(ids.len(), 6 + BUSY + 1, "every entry is acknowledged");
+        assert_eq!(ids[0], "900-0");
         let mut dues: Vec<_> = told.dues().collect();
         dues.sort();
         let key = |sale: &str| format!("seckill:{{sale:{sale}}}:sale");
@@ -249,5 +284,54 @@ mod tests {
         );
         // The purchases' events carry their ids in the sale's stream.
         assert!(told.events.iter().any(|e| e.order_id.contains("1000-1")));
+    }
+
+    #[test]
+    fn a_sweeps_entry_tells_each_sales_expiry_and_the_ids_stay_with_their_ledger() {
+        let key = |sale: &str| format!("seckill:{{sale:{sale}}}:sale");
+        // A buyer named like a sale's key splits nothing: the layout is
+        // four values per order.
+        let sweep = StreamEntry {
+            id: "950-0".into(),
+            fields: [
+                ("*", "expired"),
+                (key("a").as_str(), "7"),
+                ("900-0-0", "seckill:{sale:x}:sale|1"),
+                (key("b").as_str(), "8"),
+                ("901-0-0", "bob|2"),
+            ]
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .to_vec(),
+        };
+        let earlier = entry("940-0", "c", "*", &[("expired", "9"), ("930-0-0", "al|1")]);
+        let told = Told::new(vec![
+            ("new".into(), vec![sweep.clone()]),
+            ("old".into(), vec![earlier]),
+            ("empty".into(), Vec::new()),
+        ]);
+        assert_eq!(
+            told.ids,
+            [
+                ("new".to_owned(), vec!["950-0".to_owned()]),
+                ("old".to_owned(), vec!["940-0".to_owned()])
+            ]
+        );
+        let mut orders: Vec<_> = told
+            .events
+            .iter()
+            .map(|e| (e.order_id.as_str(), e.user_id.as_str(), e.quantity, e.at_ms))
+            .collect();
+        orders.sort();
+        assert_eq!(
+            orders,
+            [
+                ("a-7-900-0-0", "seckill:{sale:x}:sale", 1, 950),
+                ("b-8-901-0-0", "bob", 2, 950),
+                ("c-9-930-0-0", "al", 1, 940)
+            ]
+        );
+        assert!(told.dues().next().is_none(), "an expiry files nothing");
+        let split: Vec<_> = told_entries(sweep).into_iter().map(|(s, _)| s).collect();
+        assert_eq!(split, [key("a"), key("b")]);
     }
 }

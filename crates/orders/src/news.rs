@@ -1,7 +1,7 @@
 //! Where each master keeps the signals the background tasks wait on, so
 //! that their cost follows what happens (orders, expiries), not how many
 //! sales exist:
-//! - `seckill:{news:<tag>}:ledger`: the ledger, a stream of the events of
+//! - `seckill:{news:<tag>}:ledger:2`: the ledger, a stream of the events of
 //!   every armed sale of the master. A persister that read a sale's stream
 //!   to its end arms it: it writes `"<ledger> <group> <payment timeout>"`
 //!   into the sale hash's field `n` (and the ledger alone into `l`, which
@@ -11,11 +11,20 @@
 //!   as `{ sale hash key, "<entry id> <timeout>", event … }`, and move the
 //!   sale's consumer group past it, and write a settlement to the ledger
 //!   alone, as `{ sale hash key, "*", event … }` (`tell` in the engine's
-//!   `lua/prelude.lua`): the persisters read the events of all of the
+//!   `lua/prelude.lua`); a sweep of the due index tells the expiries of
+//!   many sales in one entry, `{ "*", "expired", then per order its sale
+//!   hash key, generation, ref, "<buyer>|<qty>" }` (the engine's
+//!   `lua/expire.lua`): the persisters read the events of all of the
 //!   master's quiet sales from this one warm key, and never the sales'
 //!   own streams. It has the consumer group `persister` with its pending
 //!   list: an entry is acknowledged once committed to SQL, and taken over
 //!   with `XAUTOCLAIM` from a persister that died before.
+//! - `seckill:{news:<tag>}:ledger`: the earlier releases' ledger, whose
+//!   entries each tell one sale (their persisters read it so): sales they
+//!   armed tell there. Read, taken over and drained as the ledger is, so
+//!   two releases can share a server during an upgrade; the expiries a
+//!   sweep of this release tells in one entry wait in the ledger above
+//!   until a persister of this release reads them.
 //! - `seckill:{news:<tag>}`: the news set, sale hash keys whose stream
 //!   has more to read than one batch held.
 //! - `…:readers`: hash, persister -> when it last read (ms): a persister
@@ -47,25 +56,35 @@ const MAX_TAG: u32 = 1_000_000;
 #[derive(Clone, Debug)]
 pub(crate) struct MasterKeys {
     pub news: String,
+    /// The ledger sales are armed with.
     pub ledger: String,
+    /// The earlier releases' ledger, read beside it.
+    pub earlier_ledger: String,
     pub readers: String,
     pub due: String,
     pub mark: String,
 }
 
 impl MasterKeys {
-    /// The keys beside `ledger` (`seckill:{news:<tag>}:ledger`).
+    /// The keys beside `ledger` (either of a master's ledgers).
     pub fn of_ledger(ledger: &str) -> Option<Self> {
-        let tag = ledger
-            .strip_prefix("seckill:{news:")?
-            .strip_suffix("}:ledger")?;
+        let rest = ledger.strip_prefix("seckill:{news:")?;
+        let tag = rest
+            .strip_suffix("}:ledger:2")
+            .or_else(|| rest.strip_suffix("}:ledger"))?;
         Some(Self::new(tag.parse().ok()?))
+    }
+
+    /// Both ledgers, the one sales are armed with first.
+    pub fn ledgers(&self) -> [&str; 2] {
+        [&self.ledger, &self.earlier_ledger]
     }
 
     fn new(tag: u32) -> Self {
         let news = format!("seckill:{{news:{tag}}}");
         Self {
-            ledger: format!("{news}:ledger"),
+            ledger: format!("{news}:ledger:2"),
+            earlier_ledger: format!("{news}:ledger"),
             readers: format!("{news}:readers"),
             due: format!("{news}:due"),
             mark: format!("{news}:mark"),
@@ -149,14 +168,19 @@ impl Topology {
                 let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
                     .arg(cursor)
                     .arg("MATCH")
-                    .arg("seckill:{news:*}:ledger")
+                    .arg("seckill:{news:*}:ledger*")
                     .arg("COUNT")
                     .arg(1_000)
                     .query_async(&mut conn)
                     .await?;
                 found.extend(
                     keys.into_iter()
-                        .filter(|k| self.masters.iter().all(|(_, keys)| keys.ledger != *k)),
+                        .filter(|k| MasterKeys::of_ledger(k).is_some())
+                        .filter(|k| {
+                            self.masters
+                                .iter()
+                                .all(|(_, keys)| !keys.ledgers().contains(&k.as_str()))
+                        }),
                 );
                 if next == 0 {
                     break;

@@ -53,7 +53,7 @@ use crate::config::{
 };
 use crate::error::{Error, Result};
 use crate::failures::Failures;
-use crate::ledger::{Told, make_ledger_group, read_ledger};
+use crate::ledger::{Told, make_ledger_group, read_ledgers};
 use crate::news::{MasterKeys, Topology};
 use crate::store::Store;
 use crate::work::{SALES_PER_READ, State};
@@ -61,14 +61,14 @@ use crate::work::{SALES_PER_READ, State};
 mod housekeeping;
 
 /// One master's read: its address and keys, the sales named in it, what
-/// its ledger told and what its sales' own streams held (the answer of
+/// its ledgers told (per ledger) and what its sales' own streams held (the answer of
 /// `lua/read_news.lua`), and the error of a part that failed: what the
 /// other part read is committed all the same.
 struct Read {
     addr: String,
     keys: MasterKeys,
     sales: Vec<String>,
-    told: Vec<StreamEntry>,
+    told: Vec<(String, Vec<StreamEntry>)>,
     own: Vec<String>,
     failed: Option<Error>,
 }
@@ -301,7 +301,7 @@ impl Inner {
                 let epoch = conn.epoch();
                 let mut other = conn.clone();
                 let (told, own) = tokio::join!(
-                    read_told(&mut conn, &keys.ledger, &consumer, batch),
+                    read_told(&mut conn, &keys, &consumer, batch),
                     call.invoke::<Vec<String>>(&mut other),
                 );
                 let (mut told, mut own, mut failed) = match (told, own) {
@@ -312,7 +312,7 @@ impl Inner {
                 // Anything read is committed only once every replica has
                 // the read too: a failover must not undo it behind SQL.
                 if let Some(timeout) = replica_wait
-                    && (!told.is_empty() || own.len() > 1)
+                    && (told.iter().any(|(_, e)| !e.is_empty()) || own.len() > 1)
                     && let Err(e) = on_every_replica(&mut conn, &keys.news, epoch, timeout).await
                 {
                     (told, own) = (Vec::new(), Vec::new());
@@ -379,7 +379,8 @@ impl Inner {
                 }
                 failed.get_or_insert(e);
             }
-            more |= told.len() >= self.config.batch || own.first().is_some_and(|m| m == "1");
+            more |= told.iter().any(|(_, e)| e.len() >= self.config.batch)
+                || own.first().is_some_and(|m| m == "1");
             match self
                 .persist_reply(&keys, Told::new(told), &own[1.min(own.len())..])
                 .await
@@ -426,7 +427,7 @@ impl Inner {
                 entries.push((sale.clone(), text.split('\n').count()));
             }
         }
-        if entries.is_empty() && told.ids.is_empty() {
+        if entries.is_empty() && told.is_empty() {
             return Ok(0);
         }
         // What came through the ledger has no record in the sale.
@@ -446,18 +447,22 @@ impl Inner {
     }
 }
 
-/// Up to `count` entries of `ledger` for `consumer`; its group is made
-/// when missing, from its start, so nothing told before is skipped.
+/// Up to `count` entries of each of the ledgers of `keys` for `consumer`;
+/// their groups are made when missing, from their start, so nothing told
+/// before is skipped.
 async fn read_told(
     conn: &mut Conn,
-    ledger: &str,
+    keys: &MasterKeys,
     consumer: &str,
     count: usize,
-) -> Result<Vec<StreamEntry>> {
-    match read_ledger(conn, ledger, consumer, count).await {
+) -> Result<Vec<(String, Vec<StreamEntry>)>> {
+    let ledgers = keys.ledgers();
+    match read_ledgers(conn, &ledgers, consumer, count).await {
         Err(Error::Redis(e)) if e.code() == Some("NOGROUP") => {
-            make_ledger_group(conn, ledger).await?;
-            read_ledger(conn, ledger, consumer, count).await
+            for ledger in ledgers {
+                make_ledger_group(conn, ledger).await?;
+            }
+            read_ledgers(conn, &ledgers, consumer, count).await
         }
         read => read,
     }

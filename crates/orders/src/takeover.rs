@@ -17,7 +17,7 @@ use seckill_redis::Conn;
 use crate::backlog::{Acks, InFlight, SaleStream, commit, in_flight, on_every_replica};
 use crate::config::{GROUP, LIBRARY};
 use crate::error::{Error, Result};
-use crate::ledger::{Told, read_ledger};
+use crate::ledger::{Told, read_ledgers};
 use crate::news::{MasterKeys, Topology};
 use crate::store::Store;
 
@@ -172,21 +172,20 @@ async fn claim_kept(
 /// Most ledger entries claimed at once.
 const CLAIM_BATCH: usize = 500;
 
-/// Persists the entries of the ledger of `keys` (a master's, `news.rs`)
-/// that some persister read at least `idle` ago and never acknowledged,
-/// claiming them for `me`; answers the events committed. `file`: as
-/// [`Acks`]'s. With `replica_wait`, committed only once every replica has
-/// the claim, as [`abandoned`]'s batches are.
+/// Persists the entries of `ledger`, one of the ledgers of `keys` (a
+/// master's, `news.rs`), that some persister read at least `idle` ago and
+/// never acknowledged, claiming them for `me`; answers the events
+/// committed. `file`: as [`Acks`]'s. With `replica_wait`, committed only
+/// once every replica has the claim, as [`abandoned`]'s batches are.
 pub(crate) async fn abandoned_in_ledger(
     conn: &mut Conn,
     store: &Store,
-    keys: &MasterKeys,
+    (keys, ledger): (&MasterKeys, &str),
     file: bool,
     me: &str,
     idle: Duration,
     replica_wait: Option<Duration>,
 ) -> Result<usize> {
-    let ledger = keys.ledger.as_str();
     let mut persisted = 0;
     if !may_be_idle(conn, ledger, idle).await? {
         return Ok(persisted);
@@ -227,7 +226,7 @@ pub(crate) async fn abandoned_in_ledger(
                 entries = entries.len(),
                 "taking over abandoned ledger entries"
             );
-            persisted += commit_told(conn, store, keys, file, entries).await?;
+            persisted += commit_told(conn, store, (keys, ledger), file, entries).await?;
         }
         if next == "0-0" {
             return Ok(persisted);
@@ -299,13 +298,13 @@ pub(crate) async fn drain_orphan(
         reason: format!("{ledger} is not named as a ledger is"),
     })?;
     let mut persisted =
-        abandoned_in_ledger(conn, store, &keys, false, me, idle, replica_wait).await?;
+        abandoned_in_ledger(conn, store, (&keys, ledger), false, me, idle, replica_wait).await?;
     loop {
         let epoch = conn.epoch();
-        let entries = read_ledger(conn, ledger, me, CLAIM_BATCH).await?;
-        if entries.is_empty() {
+        let read = read_ledgers(conn, &[ledger], me, CLAIM_BATCH).await?;
+        let Some((_, entries)) = read.into_iter().find(|(_, e)| !e.is_empty()) else {
             break;
-        }
+        };
         // Unconfirmed, they stay pending, to be taken over once idle; what
         // was committed before still counts.
         if let Some(timeout) = replica_wait
@@ -314,22 +313,23 @@ pub(crate) async fn drain_orphan(
             tracing::warn!(ledger, error = %e, "what was read from a ledger left by a change of masters waits for the replicas");
             return Ok((persisted, false));
         }
-        persisted += commit_told(conn, store, &keys, false, entries).await?;
+        persisted += commit_told(conn, store, (&keys, ledger), false, entries).await?;
     }
     let left: u64 = conn.xlen(ledger).await?;
     Ok((persisted, left == 0))
 }
 
-/// Commits ledger `entries` to SQL, then acknowledges them (`file`: as
-/// [`Acks`]'s); answers the events committed.
+/// Commits `entries` of `ledger`, one of the ledgers of `keys`, to SQL,
+/// then acknowledges them (`file`: as [`Acks`]'s); answers the events
+/// committed.
 async fn commit_told(
     conn: &mut Conn,
     store: &Store,
-    keys: &MasterKeys,
+    (keys, ledger): (&MasterKeys, &str),
     file: bool,
     entries: Vec<StreamEntry>,
 ) -> Result<usize> {
-    let told = Told::new(entries);
+    let told = Told::new(vec![(ledger.to_owned(), entries)]);
     let acks = Acks {
         keys,
         told: &told,

@@ -13,7 +13,7 @@ mod common;
 use common::{Rig, buy, persister_config as config, rig};
 
 /// One server's ledger and news set (its only master's tag is 0).
-const LEDGER: &str = "seckill:{news:0}:ledger";
+const LEDGER: &str = "seckill:{news:0}:ledger:2";
 const NEWS: &str = "seckill:{news:0}";
 const DUE: &str = "seckill:{news:0}:due";
 
@@ -416,6 +416,45 @@ async fn an_expiry_the_ledger_refuses_is_left_in_its_sales_stream_and_persisted(
     let _: () = conn.del(LEDGER).await.unwrap();
     let _: () = conn.rename("aside", LEDGER).await.unwrap();
     // A persister's first round reads every sale's own stream.
+    let mut heir = Persister::new(&rig.server.url(), store.clone(), config("heir"))
+        .await
+        .unwrap();
+    drain(&mut heir, engine, &sales).await;
+    for sale in &sales {
+        assert_persisted(engine, store, sale, 1).await;
+    }
+}
+
+/// A sweep tells the expiries of the quiet sales armed with the ledger in
+/// one entry of it; a sale an earlier release's persister armed (its
+/// ledger, which that release reads an entry of as one sale's) is told
+/// there, one entry each; a persister of this release reads both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_tells_its_expiries_in_one_entry_and_the_earlier_ledger_is_still_read() {
+    const EARLIER: &str = "seckill:{news:0}:ledger";
+    let rig = rig().await;
+    let (engine, store) = (&rig.engine, &rig.store);
+    let sales = quiet_sales_due(&rig, 10).await;
+    let mut conn = engine.connection();
+    for sale in &sales[..3] {
+        let _: () = conn
+            .hset(
+                format!("seckill:{{sale:{sale}}}:sale"),
+                "n",
+                format!("{EARLIER} persister 1"),
+            )
+            .await
+            .unwrap();
+    }
+    let len = |key: &'static str| {
+        let mut conn = engine.connection();
+        async move { conn.xlen::<_, u64>(key).await.unwrap() }
+    };
+    let (before, earlier_before) = (len(LEDGER).await, len(EARLIER).await);
+    let (expired, _, _) = engine.expire_due_in(DUE, 500).await.unwrap();
+    assert_eq!(expired, 10);
+    assert_eq!(len(LEDGER).await, before + 1, "seven expiries, one entry");
+    assert_eq!(len(EARLIER).await, earlier_before + 3, "one entry each");
     let mut heir = Persister::new(&rig.server.url(), store.clone(), config("heir"))
         .await
         .unwrap();

@@ -186,32 +186,84 @@ local function moving(cluster)
   return type(look) == 'table' and look.err ~= nil
 end
 
--- expire_order(key, ref, gen, qty, user, cluster): expires the order a
--- due index member names, "<sale hash key> <ref> <gen> <qty> <user>" (as
--- expire_due.lua splits it), which the persisters file for a purchase told
--- through the ledger (crates/orders/src/ledger.rs): a quiet sale's order,
--- expired with no look at the sale's stream. Its member leaves the index
--- whatever happens; the cursor `swept` stays where it is (the sale's next
--- walk passes over what is settled), so a purchase filed under the sale's
--- own key, or one whose member was lost with a master, is still found.
--- KEYS: set here, on a cluster only. Returns 1 if it expired, 0 if it was
--- settled already or of a sale no longer there, nil if the sale's keys
--- may be moving away (see moving: left to the caller, whose call declares
--- them).
+-- Expiries told at once: what a sweep of a master's due index expires of
+-- the quiet sales armed with that master's ledger (`batch.ledger`, the
+-- current one: crates/orders/src/news.rs) goes to it in one entry, not
+-- one each (~11,000 instructions an expiry less): after the marker
+-- ('*', 'expired'), four values per order, its sale hash key, generation,
+-- ref and "<buyer>|<qty>", which the persisters split
+-- (crates/orders/src/ledger.rs). An earlier release's persister reads an
+-- entry as one sale's, so only the ledger it never reads takes these;
+-- a sale armed with another (an earlier release armed it, or its `n` is
+-- not this master's) is told as tell does. Past BATCH_MOST values the
+-- entry is added at once (inside Lua's unpack limit of ~8,000).
+local BATCH_MOST = 4000
+local function new_batch(due_index)
+  -- seckill:{news:<tag>}:due -> seckill:{news:<tag>}:ledger:2
+  local ledger = string.sub(due_index, 1, -5) .. ':ledger:2'
+  return { ledger = ledger, armed = ledger .. ' ', fields = { '*', 'expired' } }
+end
+
+-- Adds what `batch` gathered to its ledger. A ledger that refuses (not a
+-- stream, or not on this node) disarms the sales it would have told, and
+-- each expiry goes to its sale's own stream instead, as tell does.
+local function tell_batch(batch)
+  local fields = batch.fields
+  if #fields == 2 then
+    return
+  end
+  batch.fields = { '*', 'expired' }
+  if type(redis.pcall('XADD', batch.ledger, '*', unpack(fields))) == 'string' then
+    return
+  end
+  for i = 3, #fields, 4 do
+    local sale = fields[i]
+    redis.call('HDEL', sale, 'n')
+    redis.call('XADD', string.sub(sale, 1, -6) .. ':orders', '*', 'expired', fields[i + 1],
+      fields[i + 2], fields[i + 3])
+  end
+end
+
+-- Gathers the expiry of order `ref` of sale hash `key` in `batch` when the
+-- sale is armed with the batch's ledger (`n`: its field as read); answers
+-- whether it did.
+local function gather(batch, n, key, gen, ref, value)
+  if not (batch and n and string.find(n, batch.armed, 1, true) == 1) then
+    return false
+  end
+  local fields = batch.fields
+  local i = #fields
+  fields[i + 1], fields[i + 2], fields[i + 3], fields[i + 4] = key, gen, ref, value
+  if i + 4 >= BATCH_MOST then
+    tell_batch(batch)
+  end
+  return true
+end
+
+-- expire_order(key, ref, gen, qty, user, cluster, batch): expires the
+-- order a due index member names, "<sale hash key> <ref> <gen> <qty>
+-- <user>" (as expire_due.lua splits it), which the persisters file for a
+-- purchase told through the ledger (crates/orders/src/ledger.rs): a quiet
+-- sale's order, expired with no look at the sale's stream. Its member
+-- leaves the index whatever happens; the cursor `swept` stays where it is
+-- (the sale's next walk passes over what is settled), so a purchase filed
+-- under the sale's own key, or one whose member was lost with a master, is
+-- still found. KEYS: set here, on a cluster only. Returns 1 if it expired,
+-- 0 if it was settled already or of a sale no longer there, nil if the
+-- sale's keys may be moving away (see moving: left to the caller, whose
+-- call declares them). Its expiry is told in `batch` (gather; the caller
+-- adds it), else as record does (lifecycle_common.lua).
 -- Cost: (+EXISTS on a cluster) HMGET; to expire HSETNX, HINCRBY of `left`
 -- (+HINCRBY of the buyer's count with a limit, +PUBLISH when none were
--- left), tell's (or an XADD); no stream read, and nothing parsed but the
--- member. It gives the units back as settle does, not through it:
--- settle's read of `left`, its number formatting and its tables cost
--- this path ~19 % more (callgrind, lua-cost.sh's sweep case). One ledger
--- entry for a whole sweep's expiries would cost each ~11,000 instructions
--- less, but an earlier release's persister, sharing the ledger during an
--- upgrade, would read that entry as one sale's. It tells as record does
--- (lifecycle_common.lua), but names the sale's stream only when the
+-- left), and a share of the batch's XADD (else tell's, or an XADD); no
+-- stream read, and nothing parsed but the member. It gives the units back
+-- as settle does, not through it: settle's read of `left`, its number
+-- formatting and its tables cost this path ~19 % more (callgrind,
+-- lua-cost.sh's sweep case). It names the sale's stream only when the
 -- expiry is not told: building KEYS and that name for every order cost
 -- ~4,000 instructions an order (lua-cost.sh: 76,276 to 72,272 with the
 -- member split in one match).
-local function expire_order(key, ref, gen, qty, user, cluster)
+local function expire_order(key, ref, gen, qty, user, cluster, batch)
   local base = string.sub(key, 1, -6)
   -- The keys as a table only for the look on a cluster, and the stream's
   -- name only for an expiry not told: each costs every order of a sweep.
@@ -234,6 +286,9 @@ local function expire_order(key, ref, gen, qty, user, cluster)
   end
   if redis.call('HINCRBY', key, 'left', qty) <= tonumber(qty) then
     redis.call('PUBLISH', 'seckill:restock', string.sub(key, 15, -7))
+  end
+  if gather(batch, m[3], key, gen, ref, value) then
+    return 1
   end
   local event = { 'expired', gen, ref, value }
   if not tell(m[3], key, nil, nil, event) then

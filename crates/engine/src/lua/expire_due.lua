@@ -13,8 +13,9 @@
 -- caller: shards (whose units the refiller must hear of), sales with more
 -- due than `most` entries, sales whose slot is moving } }.
 -- Cost: TIME and ZRANGEBYSCORE, then per sale expire_sale's and per order
--- expire_order's (each +EXISTS on a cluster), but one ZREM for all the
--- orders and the sales left with nothing to come due.
+-- expire_order's (each +EXISTS on a cluster), but one XADD to tell the
+-- orders' expiries (expire.lua's batch) and one ZREM for them and the
+-- sales left with nothing to come due.
 
 -- One sale filed under its own key, its due orders expired by
 -- expire_sale; its id added to `left` when it is the caller's to sweep.
@@ -40,6 +41,7 @@ local function expire_due_sales()
   local due = redis.call('ZRANGEBYSCORE', due_index, '-inf', string.format('%d', now),
     'LIMIT', 0, tonumber(ARGV[2]))
   local out, left, unfile = { 0, #due == tonumber(ARGV[2]) and 1 or 0 }, {}, {}
+  local batch = new_batch(due_index)
   out[3] = left
   for _, key in ipairs(due) do
     if string.find(key, ' ', 1, true) then
@@ -50,7 +52,7 @@ local function expire_due_sales()
       local sale, ref, gen, qty, user = string.match(key, '^(%S+) (%S+) (%S+) (%d+) (.*)$')
       local expired = 0
       if sale then
-        expired = expire_order(sale, ref, gen, qty, user, cluster)
+        expired = expire_order(sale, ref, gen, qty, user, cluster, batch)
       end
       if expired then
         out[1] = out[1] + expired
@@ -62,6 +64,7 @@ local function expire_due_sales()
       expire_filed(key, cluster, most, due_index, now, out, left, unfile)
     end
   end
+  tell_batch(batch)
   -- The sales left with nothing to come due, and the orders looked at,
   -- out of the index at once.
   if #unfile > 0 then

@@ -214,20 +214,23 @@ impl Inner {
             return persisted;
         };
         for i in 0..topology.len() {
-            match takeover::abandoned_in_ledger(
-                &mut self.conn.clone(),
-                &self.store,
-                topology.keys(i),
-                true,
-                &self.config.consumer,
-                self.config.claim_idle,
-                self.config.replica_wait,
-            )
-            .await
-            {
-                Ok(n) => persisted += n,
-                Err(e) => {
-                    tracing::warn!(master = topology.addr(i), error = %e, "taking over a ledger's abandoned entries failed");
+            let keys = topology.keys(i);
+            for ledger in keys.ledgers() {
+                match takeover::abandoned_in_ledger(
+                    &mut self.conn.clone(),
+                    &self.store,
+                    (keys, ledger),
+                    true,
+                    &self.config.consumer,
+                    self.config.claim_idle,
+                    self.config.replica_wait,
+                )
+                .await
+                {
+                    Ok(n) => persisted += n,
+                    Err(e) => {
+                        tracing::warn!(master = topology.addr(i), ledger, error = %e, "taking over a ledger's abandoned entries failed");
+                    }
                 }
             }
         }
