@@ -105,13 +105,13 @@ async fn in_stream(conn: &mut (impl ConnectionLike + Send + Sync), sale_id: &str
     })
 }
 
-/// The entries of sale `sale_id`'s stream told through the ledger its
-/// hash names (see `news.rs`) and not yet committed: not yet delivered, or
-/// delivered and still pending; each as the sale's stream holds it, oldest
-/// first. A look over what the ledger holds unacknowledged, for tools and
-/// the audit. The ledger is the one the sale is armed with (`n`), else the
-/// last it was (`l`): a sale disarmed as busy may have told more than the
-/// read that found it busy took.
+/// The entries of sale `sale_id`'s stream told through the ledgers of the
+/// master its hash names (see `news.rs`) and not yet committed: not yet
+/// delivered, or delivered and still pending; each as the sale's stream
+/// holds it. A look over what they hold unacknowledged, for tools and the
+/// audit. The master is the one of the ledger the sale is armed with
+/// (`n`), else the last it was (`l`): a sale disarmed as busy may have
+/// told more than the read that found it busy took.
 pub(crate) async fn told(
     conn: &mut (impl ConnectionLike + Send + Sync),
     sale_id: &str,
@@ -130,38 +130,46 @@ pub(crate) async fn told(
     else {
         return Ok(Vec::new());
     };
+    // Both: while an earlier release shares the server, a sale may move
+    // from one to the other with entries left in the first.
+    let master = MasterKeys::of_ledger(ledger);
+    let ledgers = master
+        .as_ref()
+        .map_or(vec![ledger], |m| m.ledgers().to_vec());
     let mut entries: Vec<StreamEntry> = Vec::new();
-    let after = match group_info(conn, ledger).await? {
-        Some(group) => {
-            let summary: (u64, Option<String>, Option<String>, redis::Value) =
-                redis::cmd("XPENDING")
-                    .arg(ledger)
-                    .arg(GROUP)
-                    .query_async(conn)
-                    .await?;
-            if let (n @ 1.., Some(low), Some(high), _) = summary {
-                let pending: Vec<(String, String, u64, u64)> = redis::cmd("XPENDING")
-                    .arg(ledger)
-                    .arg(GROUP)
-                    .arg(&low)
-                    .arg(&high)
-                    .arg(n)
-                    .query_async(conn)
-                    .await?;
-                let pending: std::collections::HashSet<String> =
-                    pending.into_iter().map(|p| p.0).collect();
-                entries.extend(
-                    StreamEntry::range(conn, ledger, &low, &high)
-                        .await?
-                        .into_iter()
-                        .filter(|e| pending.contains(&e.id)),
-                );
+    for ledger in ledgers {
+        let after = match group_info(conn, ledger).await? {
+            Some(group) => {
+                let summary: (u64, Option<String>, Option<String>, redis::Value) =
+                    redis::cmd("XPENDING")
+                        .arg(ledger)
+                        .arg(GROUP)
+                        .query_async(conn)
+                        .await?;
+                if let (n @ 1.., Some(low), Some(high), _) = summary {
+                    let pending: Vec<(String, String, u64, u64)> = redis::cmd("XPENDING")
+                        .arg(ledger)
+                        .arg(GROUP)
+                        .arg(&low)
+                        .arg(&high)
+                        .arg(n)
+                        .query_async(conn)
+                        .await?;
+                    let pending: std::collections::HashSet<String> =
+                        pending.into_iter().map(|p| p.0).collect();
+                    entries.extend(
+                        StreamEntry::range(conn, ledger, &low, &high)
+                            .await?
+                            .into_iter()
+                            .filter(|e| pending.contains(&e.id)),
+                    );
+                }
+                format!("({}", group.last_delivered_id)
             }
-            format!("({}", group.last_delivered_id)
-        }
-        None => "-".to_owned(),
-    };
-    entries.extend(StreamEntry::read(conn, ledger, &after).await?);
+            None => "-".to_owned(),
+        };
+        entries.extend(StreamEntry::read(conn, ledger, &after).await?);
+    }
     Ok(entries
         .into_iter()
         .flat_map(told_entries)

@@ -13,8 +13,8 @@ use crate::error::Result;
 /// The sales' entries a ledger entry tells, each with its sale's hash key:
 /// one sale's entry under its id in the sale's stream, or under the ledger
 /// entry's own id when told alone (`"*"`); or a sweep's expiries, one
-/// entry per order under the ledger entry's id. None for an entry not of
-/// these layouts.
+/// entry per order under the ledger entry's id. Nothing for an entry not
+/// of these layouts.
 pub(crate) fn told_entries(ledger_entry: StreamEntry) -> Vec<(String, StreamEntry)> {
     told_with_timeout(ledger_entry)
         .into_iter()

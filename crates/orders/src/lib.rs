@@ -19,8 +19,9 @@
 //! - `news`: each master's signal keys (ledger, news set, persisters' marks, due
 //!   index), which let the background tasks below wake for what happened
 //!   instead of asking every sale.
-//! - `ledger`: what a master's ledger tells (one sale's event per entry), what
-//!   acknowledging a read of it files for expiry, and reading it.
+//! - `ledger`: what a master's ledgers tell (one sale's event per entry, or
+//!   a sweep's expiries of many), what acknowledging a read of them files
+//!   for expiry, and reading them.
 //! - `takeover`: batches a persister read and never committed (it died,
 //!   or its commit failed), committed by another.
 //! - `sweeper`: [`sweep_forever`], expiry of unpaid orders, woken by each

@@ -15,8 +15,8 @@
 //!   many sales in one entry, `{ "*", "expired", then per order its sale
 //!   hash key, generation, ref, "<buyer>|<qty>" }` (the engine's
 //!   `lua/expire.lua`): the persisters read the events of all of the
-//!   master's quiet sales from this one warm key, and never the sales'
-//!   own streams. It has the consumer group `persister` with its pending
+//!   master's quiet sales from this warm key (and the one below, in the
+//!   same call), and never the sales' own streams. It has the consumer group `persister` with its pending
 //!   list: an entry is acknowledged once committed to SQL, and taken over
 //!   with `XAUTOCLAIM` from a persister that died before.
 //! - `seckill:{news:<tag>}:ledger`: the earlier releases' ledger, whose
@@ -244,5 +244,26 @@ impl Follower {
     /// Makes the next call list every sale: some changes were not applied.
     pub fn restart(&mut self) {
         self.at = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn either_ledger_names_its_masters_keys_and_nothing_else_does() {
+        for ledger in ["seckill:{news:5}:ledger:2", "seckill:{news:5}:ledger"] {
+            let keys = MasterKeys::of_ledger(ledger).unwrap();
+            assert_eq!(keys.due, "seckill:{news:5}:due");
+            assert!(keys.ledgers().contains(&ledger), "{ledger}");
+        }
+        for other in [
+            "seckill:{news:5}:ledger-drill",
+            "seckill:{news:x}:ledger",
+            "seckill:{news:5}:due",
+        ] {
+            assert!(MasterKeys::of_ledger(other).is_none(), "{other}");
+        }
     }
 }

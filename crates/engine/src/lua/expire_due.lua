@@ -13,9 +13,10 @@
 -- caller: shards (whose units the refiller must hear of), sales with more
 -- due than `most` entries, sales whose slot is moving } }.
 -- Cost: TIME and ZRANGEBYSCORE, then per sale expire_sale's and per order
--- expire_order's (each +EXISTS on a cluster), but one XADD to tell the
--- orders' expiries (expire.lua's batch) and one ZREM for them and the
--- sales left with nothing to come due.
+-- expire_order's (each +EXISTS on a cluster), but one XADD per 1,000 to
+-- tell the expiries of the orders of sales armed with the master's ledger
+-- (expire.lua's batch; the others' are told one by one), and one ZREM for
+-- the orders and the sales left with nothing to come due.
 
 -- One sale filed under its own key, its due orders expired by
 -- expire_sale; its id added to `left` when it is the caller's to sweep.
@@ -43,28 +44,37 @@ local function expire_due_sales()
   local out, left, unfile = { 0, #due == tonumber(ARGV[2]) and 1 or 0 }, {}, {}
   local batch = new_batch(due_index)
   out[3] = left
-  for _, key in ipairs(due) do
-    if string.find(key, ' ', 1, true) then
-      -- One order, "<sale hash key> <ref> <gen> <qty> <user>", split in
-      -- one match (each piece made is a string Lua keeps), and out of the
-      -- index whatever expire_order finds; one this release cannot read
-      -- too.
-      local sale, ref, gen, qty, user = string.match(key, '^(%S+) (%S+) (%S+) (%d+) (.*)$')
-      local expired = 0
-      if sale then
-        expired = expire_order(sale, ref, gen, qty, user, cluster, batch)
-      end
-      if expired then
-        out[1] = out[1] + expired
+  -- The expiries gathered are told after the loop. Redis keeps what a
+  -- call wrote before a command in it failed, so a failure must not leave
+  -- the expiries gathered so far written and untold: they are told first,
+  -- then the error goes on.
+  local ok, err = pcall(function()
+    for _, key in ipairs(due) do
+      if string.find(key, ' ', 1, true) then
+        -- One order, "<sale hash key> <ref> <gen> <qty> <user>", split in
+        -- one match (each piece made is a string Lua keeps), and out of the
+        -- index whatever expire_order finds; one this release cannot read
+        -- too.
+        local sale, ref, gen, qty, user = string.match(key, '^(%S+) (%S+) (%S+) (%d+) (.*)$')
+        local expired = 0
+        if sale then
+          expired = expire_order(sale, ref, gen, qty, user, cluster, batch)
+        end
+        if expired then
+          out[1] = out[1] + expired
+        else
+          left[#left + 1] = string.sub(sale, 15, -7)
+        end
+        unfile[#unfile + 1] = key
       else
-        left[#left + 1] = string.sub(sale, 15, -7)
+        expire_filed(key, cluster, most, due_index, now, out, left, unfile)
       end
-      unfile[#unfile + 1] = key
-    else
-      expire_filed(key, cluster, most, due_index, now, out, left, unfile)
     end
-  end
+  end)
   tell_batch(batch)
+  if not ok then
+    error(err)
+  end
   -- The sales left with nothing to come due, and the orders looked at,
   -- out of the index at once.
   if #unfile > 0 then

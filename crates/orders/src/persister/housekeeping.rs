@@ -177,9 +177,9 @@ impl Inner {
         }
     }
 
-    /// Persists the entries of each master's ledger that some persister
+    /// Persists the entries of each master's ledgers that some persister
     /// read at least `claim_idle` ago and never acknowledged: one call per
-    /// master, so it runs at every housekeeping; and all of each ledger
+    /// ledger, so it runs at every housekeeping; and all of each ledger
     /// left by a change of masters, until empty. A ledger that fails is
     /// logged and the others still looked at.
     pub(super) async fn claim_ledgers(&self) -> usize {
