@@ -335,3 +335,46 @@ async fn an_order_filed_alone_expires_from_its_filing_and_leaves_the_index() {
     buy(&engine, "alone", "a").await;
     assert_eq!(engine.buyers("alone").await.unwrap().get("a"), Some(&1));
 }
+
+/// A sweep of more orders filed alone than one ledger entry takes, of a
+/// sale armed with its master's ledger: they are told in entries of at
+/// most 1,000 expiries (four values each after the entry's marker), and
+/// every one is told.
+#[tokio::test]
+async fn a_sweep_tells_more_than_an_entry_takes_in_several() {
+    const ORDERS: usize = 1_001;
+    let (_server, engine, _messages) = limited_sale("many", ORDERS as u64).await;
+    let (due, ledger) = ("seckill:{news:0}:due", "seckill:{news:0}:ledger:2");
+    let mut conn = engine.connection();
+    let mut filed = Vec::new();
+    for i in 0..ORDERS {
+        let id = buy(&engine, "many", &format!("u{i}")).await;
+        let (generation, local) = id["many-".len()..].split_once('-').unwrap();
+        filed.push((
+            0,
+            format!("seckill:{{sale:many}}:sale {local} {generation} 1 u{i}"),
+        ));
+    }
+    let armed = format!("{ledger} persister 1");
+    let _: () = redis::AsyncCommands::hset(&mut conn, "seckill:{sale:many}:sale", "n", armed)
+        .await
+        .unwrap();
+    let _: u64 = redis::AsyncCommands::zadd_multiple(&mut conn, due, &filed)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let (expired, _, _) = engine.expire_due_in(due, 2 * ORDERS).await.unwrap();
+    assert_eq!(expired, ORDERS as u64);
+    let entries: redis::streams::StreamRangeReply =
+        redis::AsyncCommands::xrange_all(&mut conn, ledger)
+            .await
+            .unwrap();
+    // The orders' refs, "<entry>-0", per entry: names in it beside the
+    // marker and the sale's key (StreamRangeReply maps names to values).
+    let refs: Vec<usize> = entries
+        .ids
+        .iter()
+        .map(|e| e.map.keys().filter(|k| k.ends_with("-0")).count())
+        .collect();
+    assert_eq!(refs, [1_000, 1]);
+}
