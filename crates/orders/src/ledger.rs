@@ -187,7 +187,7 @@ pub(crate) async fn make_ledger_group(conn: &mut Conn, ledger: &str) -> Result<(
 
 /// Up to `count` entries of each of `ledgers` (one master's) never
 /// delivered before, read for `consumer` into their group's pending list,
-/// in one call; answered per ledger.
+/// in one call; answered per ledger that had any.
 pub(crate) async fn read_ledgers(
     conn: &mut Conn,
     ledgers: &[&str],
@@ -209,6 +209,7 @@ pub(crate) async fn read_ledgers(
     read.unwrap_or_default()
         .into_iter()
         .map(|(ledger, entries)| Ok((ledger, StreamEntry::list(entries)?)))
+        .filter(|read| !matches!(read, Ok((_, entries)) if entries.is_empty()))
         .collect()
 }
 

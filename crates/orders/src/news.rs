@@ -16,9 +16,10 @@
 //!   hash key, generation, ref, "<buyer>|<qty>" }` (the engine's
 //!   `lua/expire.lua`): the persisters read the events of all of the
 //!   master's quiet sales from this warm key (and the one below, in the
-//!   same call), and never the sales' own streams. It has the consumer group `persister` with its pending
-//!   list: an entry is acknowledged once committed to SQL, and taken over
-//!   with `XAUTOCLAIM` from a persister that died before.
+//!   same call), and never the sales' own streams. It has the consumer
+//!   group `persister` with its pending list: an entry is acknowledged
+//!   once committed to SQL, and taken over with `XAUTOCLAIM` from a
+//!   persister that died before.
 //! - `seckill:{news:<tag>}:ledger`: the earlier releases' ledger, whose
 //!   entries each tell one sale (their persisters read it so): sales they
 //!   armed tell there. Read, taken over and drained as the ledger is, so

@@ -312,7 +312,7 @@ impl Inner {
                 // Anything read is committed only once every replica has
                 // the read too: a failover must not undo it behind SQL.
                 if let Some(timeout) = replica_wait
-                    && (told.iter().any(|(_, e)| !e.is_empty()) || own.len() > 1)
+                    && (!told.is_empty() || own.len() > 1)
                     && let Err(e) = on_every_replica(&mut conn, &keys.news, epoch, timeout).await
                 {
                     (told, own) = (Vec::new(), Vec::new());

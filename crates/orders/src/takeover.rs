@@ -302,7 +302,7 @@ pub(crate) async fn drain_orphan(
     loop {
         let epoch = conn.epoch();
         let read = read_ledgers(conn, &[ledger], me, CLAIM_BATCH).await?;
-        let Some((_, entries)) = read.into_iter().find(|(_, e)| !e.is_empty()) else {
+        let Some((_, entries)) = read.into_iter().next() else {
             break;
         };
         // Unconfirmed, they stay pending, to be taken over once idle; what
