@@ -56,14 +56,20 @@ pub async fn wait_drained(
 ) -> Result<Duration> {
     let started = Instant::now();
     loop {
-        let left = unpersisted(conn, sale_id).await?;
-        if left == 0 {
+        let (own, ledgers) = (
+            in_stream(conn, sale_id).await?,
+            told(conn, sale_id).await?.len() as u64,
+        );
+        if own + ledgers == 0 {
             return Ok(started.elapsed());
         }
         if started.elapsed() >= timeout {
+            // Where they wait, apart: a drain stuck in a sale's own stream
+            // and one stuck in a ledger have different causes.
             return Err(Error::NotDrained {
                 sale: sale_id.to_owned(),
-                left,
+                in_stream: own,
+                told: ledgers,
                 waited: timeout,
             });
         }

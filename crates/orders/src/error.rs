@@ -30,12 +30,19 @@ pub enum Error {
     },
 
     /// [`crate::wait_drained`] gave up: events were still not in SQL.
-    #[error("sale `{sale}` still has {left} stream entries not in SQL after {waited:?}")]
+    #[error(
+        "sale `{sale}` still has stream entries not in SQL after {waited:?}: {in_stream} in its \
+         own stream, {told} told through its master's ledgers"
+    )]
     NotDrained {
         /// The sale id.
         sale: String,
-        /// Stream entries not yet persisted when it gave up.
-        left: u64,
+        /// Entries of the sale's own stream not yet persisted (not yet
+        /// read, or read and not committed) when it gave up.
+        in_stream: u64,
+        /// Entries told through its master's ledgers and not yet
+        /// committed when it gave up.
+        told: u64,
         /// How long it waited.
         waited: std::time::Duration,
     },

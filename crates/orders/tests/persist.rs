@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 
 use seckill_engine::{OrderId, Outcome, PurchaseRequest, SaleSpec, Strategy};
 use seckill_orders::{
-    Finding, Persister, PersisterConfig, Store, StoredOrder, audit, repair_from_sql, unpersisted,
+    Error, Finding, Persister, PersisterConfig, Store, StoredOrder, audit, repair_from_sql,
+    unpersisted, wait_drained,
 };
 
 mod common;
@@ -252,8 +253,19 @@ async fn a_backlog_is_reported_apart_from_mismatches() {
     assert!(report.clean, "{report:#?}");
     assert!(matches!(
         repair_from_sql(&rig.engine, &rig.store, "b").await,
-        Err(seckill_orders::Error::Backlog { backlog: 4, .. })
+        Err(Error::Backlog { backlog: 4, .. })
     ));
+    // No persister has read the sale: what a drain waits for is in its
+    // own stream.
+    let mut conn = rig.engine.connection();
+    match wait_drained(&mut conn, "b", Duration::ZERO).await {
+        Err(Error::NotDrained {
+            in_stream: 4,
+            told: 0,
+            ..
+        }) => {}
+        other => panic!("expected 4 left in the sale's stream, got {other:?}"),
+    }
 }
 
 #[tokio::test]
@@ -382,6 +394,16 @@ async fn trimming_keeps_every_uncommitted_entry_and_every_pending_order_and_aban
         "trimmed down to the sweep's cursor and the uncommitted entries"
     );
     assert_eq!(unpersisted(&mut conn, "t").await.unwrap(), 5);
+    // A drain given up says where what is left waits: this quiet sale
+    // told them through the ledger.
+    match wait_drained(&mut conn, "t", Duration::ZERO).await {
+        Err(Error::NotDrained {
+            in_stream: 0,
+            told: 5,
+            ..
+        }) => {}
+        other => panic!("expected 5 left in the ledger, got {other:?}"),
+    }
     // Once the ghost's batch is old enough, a persister takes it over.
     tokio::time::sleep(Duration::from_millis(250)).await;
     drain(&rig, "t", "heir").await;
