@@ -7,12 +7,14 @@ use std::time::{Duration, Instant};
 use seckill_engine::{OrderId, Outcome, PurchaseRequest, SaleSpec, Strategy};
 use seckill_orders::{
     Error, Finding, Persister, PersisterConfig, Store, StoredOrder, audit, repair_from_sql,
-    unpersisted, wait_drained,
+    unpersisted,
 };
 
 mod common;
 
-use common::{Rig, Server, ServerDatabase, buy, persister_config as config, rig, server_database};
+use common::{
+    Rig, Server, ServerDatabase, assert_left, buy, persister_config as config, rig, server_database,
+};
 
 /// Runs persister rounds until the sale's audit shows no backlog.
 async fn drain(rig: &Rig, sale: &str, consumer: &str) {
@@ -257,15 +259,7 @@ async fn a_backlog_is_reported_apart_from_mismatches() {
     ));
     // No persister has read the sale: what a drain waits for is in its
     // own stream.
-    let mut conn = rig.engine.connection();
-    match wait_drained(&mut conn, "b", Duration::ZERO).await {
-        Err(Error::NotDrained {
-            in_stream: 4,
-            told: 0,
-            ..
-        }) => {}
-        other => panic!("expected 4 left in the sale's stream, got {other:?}"),
-    }
+    assert_left(&rig.engine, "b", 4, 0).await;
 }
 
 #[tokio::test]
@@ -396,14 +390,7 @@ async fn trimming_keeps_every_uncommitted_entry_and_every_pending_order_and_aban
     assert_eq!(unpersisted(&mut conn, "t").await.unwrap(), 5);
     // A drain given up says where what is left waits: this quiet sale
     // told them through the ledger.
-    match wait_drained(&mut conn, "t", Duration::ZERO).await {
-        Err(Error::NotDrained {
-            in_stream: 0,
-            told: 5,
-            ..
-        }) => {}
-        other => panic!("expected 5 left in the ledger, got {other:?}"),
-    }
+    assert_left(&rig.engine, "t", 0, 5).await;
     // Once the ghost's batch is old enough, a persister takes it over.
     tokio::time::sleep(Duration::from_millis(250)).await;
     drain(&rig, "t", "heir").await;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use seckill_engine::bench::race;
 use seckill_engine::{Engine, PurchaseRequest, Strategy};
-use seckill_orders::{PersisterConfig, Store};
+use seckill_orders::{Error, PersisterConfig, Store, wait_drained};
 use seckill_testkit::RedisServer;
 
 /// A private redis-server, an engine on it and a SQLite store in a
@@ -143,5 +143,19 @@ impl Drop for ServerDatabase {
             });
         });
         let _ = dropped.join();
+    }
+}
+
+/// Asserts where what sale `sale` has not yet put in SQL waits, as a drain
+/// given up at once reports it: `in_stream` entries of its own stream,
+/// `told` through its master's ledgers.
+pub async fn assert_left(engine: &Engine, sale: &str, in_stream: u64, told: u64) {
+    match wait_drained(&mut engine.connection(), sale, Duration::ZERO).await {
+        Err(Error::NotDrained {
+            in_stream: s,
+            told: t,
+            ..
+        }) => assert_eq!((s, t), (in_stream, told), "(in its stream, told)"),
+        other => panic!("expected entries left, got {other:?}"),
     }
 }
