@@ -776,9 +776,7 @@ if spread:
     if len(ratios) > 1:
         ones = [r["redis_cpu_us_per_purchase"] for r in spread
                 if r["case"] == "one" or r["case"].startswith("one-") and r in again]
-        more = {2: "once", 3: "twice", 4: "three times", 5: "four times"}.get(
-            len(ratios), f"{len(ratios) - 1} times")
-        p(f"\nOne sale and 10,000 run back to back {more} more, as runs of one case differ "
+        p(f"\nOne sale and 10,000 run back to back again, as runs of one case differ "
           f"(the one-sale runs took {num(min(ones), 1)} to {num(max(ones), 1)} µs a purchase): "
           f"× one sale over the {len(ratios)} pairs (the table's first): "
           f"{', '.join(f'{x:.2f}' for x in ratios)}; median {statistics.median(ratios):.2f}.")

@@ -298,7 +298,8 @@ if idle or spread:
           "which is acknowledged in turn. "
           + (f"Over the {len(ratios)} pairs of runs the benchmarks page lists, the ratio's "
              f"median is {plan:.2f}×: " if len(ratios) > 1 else "")
-          + f"plan Redis for spread-out sales at {plan:.1f}× the per-purchase cost above.\n")
+          + f"plan Redis for spread-out sales at {math.ceil(plan * 10) / 10:.1f}× the "
+          "per-purchase cost above (rounded up: a plan must not fall short).\n")
         thousand = spread.get("sales-1000")
         if thousand:
             more = many["redis_cpu_us_per_purchase"] / thousand["redis_cpu_us_per_purchase"]

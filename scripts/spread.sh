@@ -193,8 +193,7 @@ run one-alone 1 "$RATE" "$SECONDS_RUN" alone
 run spread-alone 10000 "$RATE" "$SECONDS_RUN" alone
 # One sale and 10,000 four times more, back to back: runs of one case
 # differ by up to a sixth on this machine, as much as the difference
-# measured (pairs of one run have read 1.09 and 1.30), so the ratio is
-# read as the median of five pairs, not one.
+# measured, so the ratio is read as the median of five pairs, not one.
 for i in 2 3 4 5; do
   run one-$i 1 "$RATE" "$SECONDS_RUN"
   run spread-$i 10000 "$RATE" "$SECONDS_RUN"
