@@ -56,7 +56,8 @@ pub async fn wait_drained(
 ) -> Result<Duration> {
     let started = Instant::now();
     loop {
-        let (own, ledgers) = left(conn, sale_id).await?;
+        let own = in_stream(conn, sale_id).await?;
+        let ledgers = told(conn, sale_id).await?.len() as u64;
         if own + ledgers == 0 {
             return Ok(started.elapsed());
         }
@@ -81,17 +82,7 @@ pub async fn unpersisted(
     conn: &mut (impl ConnectionLike + Send + Sync),
     sale_id: &str,
 ) -> Result<u64> {
-    let (own, ledgers) = left(conn, sale_id).await?;
-    Ok(own + ledgers)
-}
-
-/// What [`unpersisted`] counts, apart: in the sale's own stream, and told
-/// through its master's ledgers.
-async fn left(conn: &mut (impl ConnectionLike + Send + Sync), sale_id: &str) -> Result<(u64, u64)> {
-    Ok((
-        in_stream(conn, sale_id).await?,
-        told(conn, sale_id).await?.len() as u64,
-    ))
+    Ok(in_stream(conn, sale_id).await? + told(conn, sale_id).await?.len() as u64)
 }
 
 /// What [`unpersisted`] counts in the sale's own stream.
