@@ -718,10 +718,22 @@ if idle:
       "runs: a cluster's nodes talk to each other on their bus with no client at all.\n")
     p("```sh\nbash scripts/idle.sh\n```\n")
     p(table(["setup", "live sales, all idle", "Redis commands/s", "Redis CPU % of a core",
-             "serve CPU % of a core"],
+             "serve CPU % of a core", "Redis memory MB"],
             [[r["setup"], "Redis alone" if r["sales"] is None else num(r["sales"]),
               num(r["commands_per_s"]), num(r["redis_cpu_pct"], 2),
-              "–" if r["sales"] is None else num(r["serve_cpu_pct"], 2)] for r in idle]))
+              "–" if r["sales"] is None else num(r["serve_cpu_pct"], 2),
+              num(r["redis_memory_bytes"] / 1e6, 1) if "redis_memory_bytes" in r else "–"]
+             for r in idle]))
+    # What one more idle sale holds in Redis, from none to the most.
+    held = [r for r in idle if r["setup"] == "one server, one serve" and "redis_memory_bytes" in r]
+    if len(held) > 1 and held[-1]["sales"] > held[0]["sales"]:
+        per_sale = (held[-1]["redis_memory_bytes"] - held[0]["redis_memory_bytes"]) / (
+            held[-1]["sales"] - held[0]["sales"])
+        p(f"\nAn idle sale holds {num(per_sale / 1024, 1)} KB of Redis memory (one server, "
+          f"from {num(held[0]['sales'])} sales to {num(held[-1]['sales'])}): its hash, and its "
+          "stream opened at creation with the first node Redis 7 gives every stream, 4 KB "
+          "at once, so that a sale's first purchase does not allocate it (see \"Purchases "
+          "spread over many sales\"). A sale that sells holds that node anyway.\n")
 spread = lines("spread.jsonl")
 if spread:
     p("\n## Purchases spread over many sales\n")
@@ -819,7 +831,9 @@ if spread:
             most = max((c for c in alone_split[1]["by_command"] if c != "fcall"), key=grew)
             prose.append("The purchases alone already differ: each of the 10,000 sales' keys "
                          f"is cold when its purchase comes, and `{most.replace('|', ' ')}` is "
-                         "the command that grows most.")
+                         "the command that grows most, though each sale's stream holds its "
+                         "first node from the sale's creation (see \"Idle sales\"), which its "
+                         "first purchase would otherwise allocate.")
         prose.append("With the background, a spread order adds the rest one at a time: its "
                      "purchase tells the persisters through the ledger (a second `xadd`, and "
                      "`xgroup setid`), which read and acknowledge it (`xreadgroup`, `xack`) and "

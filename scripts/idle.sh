@@ -3,11 +3,11 @@
 # archiver in-process) on a private Redis, 0, 200, 2,000 and 10,000 sales
 # made and nothing bought; once the service has learned of them, Redis's
 # and serve's CPU (from /proc, % of one core, summed over masters and over
-# instances) and Redis commands per second over 10 s. Three setups: one
-# server and one serve; one server and three serves; a 3-master cluster
-# and one serve (`bash scripts/idle.sh cluster`: that one alone). One JSON
-# line per setup and count. Needs redis-server,
-# redis-cli, curl and python3; about six minutes.
+# instances) and Redis commands per second over 10 s, and Redis's memory
+# then. Three setups: one server and one serve; one server and three
+# serves; a 3-master cluster and one serve (`bash scripts/idle.sh
+# cluster`: that one alone). One JSON line per setup and count. Needs
+# redis-server, redis-cli, curl and python3; about six minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
@@ -93,13 +93,15 @@ ticks() {
   for pid in "$@"; do sum=$((sum + $(cpu_ticks "$pid"))); done
   echo "$sum"
 }
-commands() {
+# info_sum SECTION FIELD: FIELD of INFO SECTION, summed over the masters.
+info_sum() {
   local sum=0 port
   for port in "${RPORTS[@]}"; do
-    sum=$((sum + $(redis-cli -p "$port" INFO stats | tr -d '\r' | awk -F: '/^total_commands_processed:/ {print $2}')))
+    sum=$((sum + $(redis-cli -p "$port" INFO "$1" | tr -d '\r' | awk -F: -v f="$2" '$1 == f {print $2}')))
   done
   echo "$sum"
 }
+commands() { info_sum stats total_commands_processed; }
 
 # alone SETUP: Redis's own cost before any serve (a cluster's nodes talk
 # to each other on their bus even when no client does).
@@ -114,9 +116,10 @@ alone() {
       setup, r * 100 / t / s, c / s }'
 }
 
-# measure SETUP: the four counts on the Redis and serves started.
+# measure SETUP: the four counts on the Redis and serves started; with
+# each, Redis's memory (`used_memory`, summed over masters).
 measure() {
-  local made=0 n r0 s0 c0 r1 s1 c1
+  local made=0 n r0 s0 c0 r1 s1 c1 m
   for n in 0 200 2000 10000; do
     make "$made" "$n"
     # Long enough for every instance to learn of the new sales and read
@@ -126,11 +129,11 @@ measure() {
     made=$n
     r0=$(ticks "${RPIDS[@]}") s0=$(ticks "${SPIDS[@]}") c0=$(commands)
     sleep "$MEASURED"
-    r1=$(ticks "${RPIDS[@]}") s1=$(ticks "${SPIDS[@]}") c1=$(commands)
+    r1=$(ticks "${RPIDS[@]}") s1=$(ticks "${SPIDS[@]}") c1=$(commands) m=$(info_sum memory used_memory)
     awk -v setup="$1" -v n="$n" -v t="$TICK" -v s="$MEASURED" -v r="$((r1 - r0))" \
-      -v v="$((s1 - s0))" -v c="$((c1 - c0))" 'BEGIN {
-        printf "{\"setup\": \"%s\", \"sales\": %d, \"redis_cpu_pct\": %.2f, \"serve_cpu_pct\": %.2f, \"commands_per_s\": %.0f}\n",
-          setup, n, r * 100 / t / s, v * 100 / t / s, c / s }'
+      -v v="$((s1 - s0))" -v c="$((c1 - c0))" -v m="$m" 'BEGIN {
+        printf "{\"setup\": \"%s\", \"sales\": %d, \"redis_cpu_pct\": %.2f, \"serve_cpu_pct\": %.2f, \"commands_per_s\": %.0f, \"redis_memory_bytes\": %d}\n",
+          setup, n, r * 100 / t / s, v * 100 / t / s, c / s, m }'
   done
   for pid in "${SPIDS[@]}" "${RPIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
   for pid in "${SPIDS[@]}" "${RPIDS[@]}"; do wait "$pid" 2>/dev/null || true; done

@@ -7,7 +7,9 @@
 //!   `<ms>-<n>` has the id `<sale>-<generation>-<ms>-<n>-<i>`, and it is
 //!   bought at `<ms>`.
 //! - a change of state: `<paid|cancelled|expired> <generation>`, then one
-//!   pair per order: `<ms>-<n>-<i> <user>|<qty>`.
+//!   pair per order: `<ms>-<n>-<i> <user>|<qty>`;
+//! - the entry that opens the stream when the sale is created: `o
+//!   <generation>`, no order (see `lua/create_sale.lua`).
 //!
 //! Pairs are read in order and names repeat (a buyer may buy twice in one
 //! batch), so entries are read as lists, never as maps.
@@ -104,6 +106,23 @@ impl StreamEntry {
                 return Ok(all);
             }
         }
+    }
+
+    /// How many entries stream `key` holds, less the entry that opened it
+    /// when its sale was created, which carries no order.
+    pub async fn count(
+        conn: &mut (impl redis::aio::ConnectionLike + Send + Sync),
+        key: &str,
+    ) -> Result<u64> {
+        let (first, len): (Value, u64) = redis::pipe()
+            .xrange_count(key, "-", "+", 1)
+            .xlen(key)
+            .query_async(conn)
+            .await?;
+        let opened = Self::list(first)?
+            .first()
+            .is_some_and(|e| e.fields.first().is_some_and(|(kind, _)| kind == "o"));
+        Ok(len - u64::from(opened))
     }
 
     /// The entry's time (ms since the Unix epoch).

@@ -101,7 +101,8 @@ pub(crate) fn check_sale_key(field: &'static str, id: &str) -> Result<()> {
 ///   held; only for sales with a limit) and per request id `r:<req>`
 ///   (`<ms>-<n>-<i>|<qty>` of the order it bought);
 /// - `orders`: the stream of order events, which is also where a pending
-///   order lives (see `event.rs`);
+///   order lives (see `event.rs`), opened at creation by an entry `o
+///   <gen>` that carries no order (`lua/create_sale.lua`);
 /// - `settled`: hash `<ms>-<n>-<i>` -> `<state>|<user>|<qty>` of every order
 ///   paid, cancelled or expired;
 /// - `persisting`: hash of the stream ranges persisters have read but not yet

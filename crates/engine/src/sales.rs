@@ -40,7 +40,10 @@ impl Engine {
     ) -> Result<u64> {
         let keys = SaleKeys::new(id)?;
         let generation: u64 = LIBRARY
-            .call("create_sale", &[&keys.sale, &keys.stock, &keys.tokens])
+            .call(
+                "create_sale",
+                &[&keys.sale, &keys.stock, &keys.tokens, &keys.orders],
+            )
             .arg(id)
             .arg(&spec.name)
             .arg(if shard_of.is_some() { 0 } else { spec.stock })

@@ -6,7 +6,7 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use seckill_engine::{
     Engine, Error, Inventory, MAX_STOCK, OrderState, Outcome, PurchaseRequest, Rule, SaleSpec,
-    Status, StockChange, Strategy,
+    Status, StockChange, Strategy, StreamEntry,
 };
 use seckill_testkit::RedisServer;
 
@@ -344,6 +344,35 @@ async fn the_sale_api_creates_reads_and_deletes() {
     // The id can be reused; the new sale's orders cannot collide with the old.
     let reborn = engine.create_sale(&spec).await.unwrap();
     assert_eq!(reborn.remaining, 7);
+}
+
+#[tokio::test]
+async fn a_new_sale_s_stream_is_opened_with_its_first_node_and_no_order() {
+    let (_server, engine) = setup().await;
+    let sale = engine.create_sale(&SaleSpec::new("o", 3)).await.unwrap();
+    let mut conn = engine.connection();
+    let key = "seckill:{sale:o}:orders";
+    let entries = StreamEntry::read(&mut conn, key, "-").await.unwrap();
+    let opening = vec![("o".to_owned(), sale.generation.to_string())];
+    assert_eq!(
+        entries.iter().map(|e| &e.fields).collect::<Vec<_>>(),
+        [&opening]
+    );
+    // Redis 7 gives a stream's first node 4 KB: the sale holds it from
+    // its creation, so its first purchase does not allocate it.
+    let bytes: u64 = redis::cmd("MEMORY")
+        .arg("USAGE")
+        .arg(key)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(bytes >= 4096, "{bytes} bytes");
+    assert_eq!(engine.stream_events("o").await.unwrap(), 0);
+    assert_eq!(StreamEntry::count(&mut conn, key).await.unwrap(), 0);
+    let buy = engine.purchaser(Strategy::Atomic, "o").await.unwrap();
+    buy.purchase(&PurchaseRequest::new("x")).await.unwrap();
+    assert_eq!(engine.stream_events("o").await.unwrap(), 1);
+    assert_eq!(StreamEntry::count(&mut conn, key).await.unwrap(), 1);
 }
 
 #[tokio::test]

@@ -105,7 +105,8 @@ async fn in_stream(conn: &mut (impl ConnectionLike + Send + Sync), sale_id: &str
                 .sum();
             undelivered + read
         }
-        None => conn.xlen(&keys.stream).await?,
+        // No persister read it yet: all of it.
+        None => StreamEntry::count(conn, &keys.stream).await?,
     })
 }
 

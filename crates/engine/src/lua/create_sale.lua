@@ -1,11 +1,12 @@
 -- Creates a sale, or one shard of a sharded sale.
--- KEYS: 1 sale hash  2 counter (the classic strategies' stock key)  3 token list.
+-- KEYS: 1 sale hash  2 counter (the classic strategies' stock key)  3 token list
+--       4 order stream.
 -- ARGV: id, name, stock, inventory ('hash' | 'counter' | 'list'), payment
 --       timeout s, 6 a sharded sale's generation ('' = now, for the sale
 --       itself; a shard takes its sale's), 7 its shards' tags ('1,7,12';
 --       '' for none), then the rules as field, value pairs (rules.rs).
 -- Returns the sale's generation (creation time in ms), or 0 if it exists.
--- Cost: 3-4 redis.calls, once per sale (the list inventory more).
+-- Cost: 4-5 redis.calls, once per sale (the list inventory more).
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return 0
 end
@@ -22,6 +23,13 @@ if ARGV[7] ~= '' then
   -- A sharded sale: `left` is its pool; transfers are numbered from 1.
   redis.call('HSET', KEYS[1], 'shards', ARGV[7], 'xseq', '0', 'fence', '0', 'drained', '0')
 end
+-- The stream's first entry, 'o' (opened) and the generation, which no
+-- reader takes for an order (event.rs): Redis 7 gives a stream's first
+-- node 4 KB at once, which the sale's first purchase would otherwise
+-- allocate and fault in, when buyers arrive; over many quiet sales that
+-- was a purchase's dearest step (docs/benchmarks.md, "Purchases spread over
+-- many sales"). Any sale that sells holds that node anyway.
+redis.call('XADD', KEYS[4], '*', 'o', string.format('%d', gen))
 local stock = tonumber(ARGV[3])
 if ARGV[4] == 'hash' then
   redis.call('HSET', KEYS[1], 'left', ARGV[3])
