@@ -26,9 +26,9 @@ end
 -- The stream's first entry, 'o' (opened) and the generation, which no
 -- reader takes for an order (event.rs): Redis 7 gives a stream's first
 -- node 4 KB at once, which the sale's first purchase would otherwise
--- allocate and fault in, when buyers arrive; over many quiet sales that
--- was a purchase's dearest step (docs/benchmarks.md, "Purchases spread over
--- many sales"). Any sale that sells holds that node anyway.
+-- allocate and fault in, when buyers arrive: over many quiet sales, `xadd`
+-- is the command whose cost grows most (docs/benchmarks.md, "Purchases
+-- spread over many sales"). Any sale that sells holds that node anyway.
 redis.call('XADD', KEYS[4], '*', 'o', string.format('%d', gen))
 local stock = tonumber(ARGV[3])
 if ARGV[4] == 'hash' then
