@@ -14,10 +14,11 @@
 # (`"background": false`): the purchases alone, over their window, so
 # what the background adds per purchase is the difference. Then one sale
 # and 10,000 four times more, back to back (cases one-2, spread-2, …,
-# one-5, spread-5), and a trickle: 100/s over the 10,000 sales for 20 s. One
-# JSON line per case, with each command's Redis time per purchase
-# (`by_command`). Needs redis-server, curl and python3; about fifteen
-# minutes.
+# one-5, spread-5), the pair again with Redis's heap on transparent huge
+# pages (one-huge, spread-huge), and a trickle: 100/s over the 10,000
+# sales for 20 s. One JSON line per case, with each command's Redis time
+# per purchase (`by_command`). Needs redis-server, curl and python3; about
+# eighteen minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
@@ -32,8 +33,13 @@ cpu_ns() { cat /proc/"$1"/task/*/schedstat | awk '{s += $1} END {printf "%d\n", 
 # background and nothing is waited for after the purchases.
 run() {
   local name=$1 sales=$2 rate=$3 seconds=$4 alone=${5:-} rport web rpid background=()
+  local huge=() huge_flags=()
   rport=$(free_port)
-  redis-server --port "$rport" --save '' --appendonly no --logfile "$OUT/redis-$name.log" &
+  # A case named *-huge: Redis's heap on transparent huge pages (jemalloc
+  # asks for them; Redis turns them off for itself unless told not to).
+  if [[ $name == *-huge ]]; then huge=(MALLOC_CONF=thp:always) huge_flags=(--disable-thp no); fi
+  env "${huge[@]}" redis-server --port "$rport" --save '' --appendonly no "${huge_flags[@]}" \
+    --logfile "$OUT/redis-$name.log" &
   rpid=$!
   PIDS+=($rpid)
   for _ in $(seq 50); do redis-cli -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.1; done
@@ -160,6 +166,11 @@ while True:
     time.sleep(0.05)
 after = cpu_ns()
 stats_after = commandstats()
+# How much of Redis's memory sits on huge pages (the *-huge cases).
+huge_kb = 0
+for line in open(f"/proc/{rpid}/smaps_rollup"):
+    if line.startswith("AnonHugePages:"):
+        huge_kb = int(line.split()[1])
 # Redis time inside each command (INFO commandstats), per purchase: where
 # the difference between the cases is spent.
 by_command = {}
@@ -175,6 +186,7 @@ print(json.dumps({"case": name, "sales": sales, "background": not alone, "purcha
                   "redis_cpu_us_per_purchase": round((after - before) / 1000 / max(bought, 1), 2),
                   "to_sql_p50_ms": round(lags[len(lags) // 2], 1) if lags else None,
                   "to_sql_p99_ms": round(p99, 1) if p99 is not None else None,
+                  "redis_huge_pages_kb": huge_kb,
                   "redis_command_us_per_purchase": round(sum(v["us_per_purchase"] for v in by_command.values()), 2),
                   "by_command": by_command}))
 PY
@@ -198,6 +210,11 @@ for i in 2 3 4 5; do
   run one-$i 1 "$RATE" "$SECONDS_RUN"
   run spread-$i 10000 "$RATE" "$SECONDS_RUN"
 done
+# The pair once more with Redis's heap on huge pages: how much of what
+# spreading adds is the processor finding 10,000 sales' memory through
+# 4 KB pages (its address translation) rather than work done.
+run one-huge 1 "$RATE" "$SECONDS_RUN"
+run spread-huge 10000 "$RATE" "$SECONDS_RUN"
 # A trickle: how long an order takes to reach SQL when purchases are few
 # and far between, each in another sale.
 run trickle 10000 100 20
