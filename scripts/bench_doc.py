@@ -802,10 +802,11 @@ if spread:
           f"{num(spread_huge['redis_cpu_us_per_purchase'], 1)}, × one sale "
           f"{spread_huge['redis_cpu_us_per_purchase'] / one_huge['redis_cpu_us_per_purchase']:.2f}. "
           "The work is the same; what huge pages take away is the processor's cost of finding "
-          "10,000 sales' memory through 4 KB pages (its address translation). Redis turns them "
-          "off by default (`disable-thp yes`): while a fork (an RDB save, an AOF rewrite) runs, "
-          "each page written copies 2 MB instead of 4 KB. These runs fork nothing, so that "
-          "cost is not measured here.")
+          "10,000 sales' memory through 4 KB pages (its address translation). By default "
+          "jemalloc asks for none, and Redis turns them off for itself where the system would "
+          "give them anyway (`disable-thp yes`): while a fork (an RDB save, an AOF rewrite) "
+          "runs, each page written copies 2 MB instead of 4 KB. These runs fork nothing, so "
+          "that cost is not measured here.")
     by_cmd = [("one sale", cases.get("one")), ("10,000 sales", cases.get("spread")),
              ("one sale, purchases alone", cases.get("one-alone")),
              ("10,000 sales, purchases alone", cases.get("spread-alone"))]
