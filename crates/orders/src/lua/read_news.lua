@@ -23,8 +23,8 @@
 -- committed (ledger_done.lua), and stays there, read each round, until a
 -- read finds it quiet again.
 -- Cost: TIME, HSET, SPOP; per sale read XREADGROUP, HMGET (+HSET of the
--- batch, +ZADD for a purchase, +HDEL and HSET to arm or SADD when busy,
--- +EXISTS on a cluster).
+-- batch, but none for a new sale's opening entry alone, +ZADD for a
+-- purchase, +HDEL and HSET to arm or SADD when busy, +EXISTS on a cluster).
 local group, consumer, count = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local now = string.format('%d', now_ms())
 redis.call('HSET', KEYS[2], consumer, now)
@@ -73,6 +73,11 @@ for _, sale in ipairs(sales) do
     out[#out + 1] = '!' .. r.err
   elseif r ~= 'gone' then
     local e = r and r[1][2] or {}
+    -- A new sale's stream holds only the entry that opened it
+    -- (create_sale.lua), which carries no order: read, nothing to file.
+    if #e == 1 and e[1][2] and e[1][2][1] == 'o' then
+      e = {}
+    end
     local first_buy
     if #e > 0 then
       redis.call('HSET', persisting, e[1][1],
