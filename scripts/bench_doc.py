@@ -752,8 +752,10 @@ if spread:
       "(persisting, expiring, persisting the expiry) adds per purchase is the difference.\n")
     p("```sh\nbash scripts/spread.sh\n```\n")
     base = next((r for r in spread if r["case"] == "one"), None)
-    # one-2, spread-2, …, and the pair on huge pages: read below the table.
-    again = [r for r in spread if is_repeat(r["case"]) or r["case"].endswith("-huge")]
+    # one-2, spread-2, …, the pair on huge pages and the runs with saves: read below the
+    # table.
+    again = [r for r in spread if is_repeat(r["case"]) or r["case"].endswith("-huge")
+             or "-fork" in r["case"]]
     same_rate = sorted((r for r in spread if r["case"] != "trickle" and r.get("background", True)
                         and r not in again), key=lambda r: r["sales"])
     alone = {r["sales"]: r for r in spread if r.get("background") is False}
@@ -806,9 +808,29 @@ if spread:
           "processor finds that memory (its address translation, in 2 MB pages instead of "
           "4 KB). By default "
           "jemalloc asks for none, and Redis turns them off for itself where the system would "
-          "give them anyway (`disable-thp yes`): while a fork (an RDB save, an AOF rewrite) "
-          "runs, each page written copies 2 MB instead of 4 KB. These runs fork nothing, so "
-          "that cost is not measured here.")
+          "give them anyway (`disable-thp yes`), for what they cost a Redis that forks (an RDB "
+          "save, an AOF rewrite): a page written while a fork's child runs is copied.")
+    fork, fork_huge = cases.get("spread-fork"), cases.get("spread-fork-huge")
+    if fork and fork_huge and spread_huge:
+        def forked(r):
+            return (f"{num(r['redis_cpu_us_per_purchase'], 1)} µs a purchase, answers at "
+                    f"{num(r['answer_p99_ms'], 1)} ms p99, forks of {num(r['fork_ms_max'], 1)} ms "
+                    f"at most, {num(r['cow_mb_per_save'], 1)} MB copied per save")
+        cow = fork_huge["cow_mb_per_save"] / max(fork["cow_mb_per_save"], 0.01)
+        p(f"\nThat cost, measured: the 10,000 sales again with a snapshot (`BGSAVE`) every 2 s "
+          f"while the purchases come ({fork['saves']} and {fork_huge['saves']} saves; "
+          f"the copy is the save's `rdb_last_cow_size`, kernel {fork_huge.get('kernel', '?')}). "
+          f"On 4 KB pages: {forked(fork)}. On huge pages: {forked(fork_huge)}; "
+          f"{num(fork_huge.get('redis_huge_pages_kb_at_start', 0) / 1024)} MB of Redis on huge "
+          f"pages at the first purchase, {num(fork_huge['redis_huge_pages_kb'] / 1024)} MB at the "
+          f"end ({num(spread_huge['redis_huge_pages_kb'] / 1024)} MB at the end without saves). "
+          + ("A save copied about as much on huge pages as on 4 KB pages (" if cow < 1.5
+             else "A save copied more on huge pages (")
+          + f"{cow:.2f}×): this kernel copies the 4 KB written, not the 2 MB page around it, "
+          "and what it copied no longer sits on a huge page: after a few saves the heap is back "
+          "on 4 KB pages, and so is what reaching it costs. Huge pages help only a Redis that "
+          "never forks, so every run on these pages but the two pairs above keeps Redis's "
+          "default.")
     by_cmd = [("one sale", cases.get("one")), ("10,000 sales", cases.get("spread")),
              ("one sale, purchases alone", cases.get("one-alone")),
              ("10,000 sales, purchases alone", cases.get("spread-alone"))]

@@ -15,10 +15,12 @@
 # what the background adds per purchase is the difference. Then one sale
 # and 10,000 four times more, back to back (cases one-2, spread-2, …,
 # one-5, spread-5), the pair again with Redis's heap on transparent huge
-# pages (one-huge, spread-huge), and a trickle: 100/s over the 10,000
-# sales for 20 s. One JSON line per case, with each command's Redis time
-# per purchase (`by_command`). Needs redis-server, curl and python3; about
-# eighteen minutes.
+# pages (one-huge, spread-huge), the 10,000 sales with a snapshot every
+# 2 s on 4 KB pages and on huge pages (spread-fork, spread-fork-huge), and
+# a trickle: 100/s over the 10,000 sales for 20 s. One JSON line per case,
+# with each command's Redis time per purchase (`by_command`) and the
+# purchases' answer times. Needs redis-server, curl and python3; about
+# twenty minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
@@ -38,8 +40,10 @@ run() {
   # A case named *-huge: Redis's heap on transparent huge pages (jemalloc
   # asks for them; Redis turns them off for itself unless told not to).
   if [[ $name == *-huge ]]; then huge=(MALLOC_CONF=thp:always) huge_flags=(--disable-thp no); fi
+  # A case named *-fork*: the script asks for snapshots (BGSAVE) during the
+  # purchases, written to $OUT.
   env "${huge[@]}" redis-server --port "$rport" --save '' --appendonly no "${huge_flags[@]}" \
-    --logfile "$OUT/redis-$name.log" &
+    --dir "$OUT" --dbfilename "$name.rdb" --logfile "$OUT/redis-$name.log" &
   rpid=$!
   PIDS+=($rpid)
   for _ in $(seq 50); do redis-cli -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.1; done
@@ -51,9 +55,10 @@ run() {
   PIDS+=($spid)
   for _ in $(seq 100); do curl -sf http://127.0.0.1:$web/healthz >/dev/null && break; sleep 0.1; done
   python3 - "$web" "$sales" "$rate" "$seconds" "$rpid" "$OUT/$name.db" "$name" "$rport" "$alone" <<'PY'
-import http.client, json, random, sqlite3, subprocess, sys, threading, time
+import http.client, json, os, random, sqlite3, subprocess, sys, threading, time
 web, sales, rate, seconds, rpid, db, name, rport, alone = sys.argv[1:10]
 sales, rate, seconds, rpid, alone = int(sales), int(rate), int(seconds), int(rpid), alone == "alone"
+forks = "-fork" in name
 H = {"Authorization": "Bearer tok", "Content-Type": "application/json"}
 c = http.client.HTTPConnection("127.0.0.1", int(web))
 stock = rate * seconds
@@ -73,13 +78,17 @@ for i in range(sales):
               {"Content-Type": "application/json"})
     r = c.getresponse(); r.read()
     assert r.status == 409, r.status
+def info(section):
+    out = subprocess.run(["redis-cli", "-p", rport, "info", section], capture_output=True, text=True).stdout
+    return dict(line.split(":", 1) for line in out.split() if ":" in line)
+
+def commands():
+    return int(info("stats")["total_commands_processed"])
+
 # The background's start-up work (each new sale read once by the
 # persister, the archiver and the watch for lost sales) done before the
 # clock: Redis back to its idle rate, under 100 commands in a second,
 # for two seconds running (at most two minutes).
-def commands():
-    out = subprocess.run(["redis-cli", "-p", rport, "info", "stats"], capture_output=True, text=True).stdout
-    return int(out.split("total_commands_processed:")[1].split()[0])
 time.sleep(2)
 quiet, last, deadline = 0, commands(), time.monotonic() + 120
 while quiet < 2 and time.monotonic() < deadline:
@@ -98,6 +107,13 @@ def commandstats():
             stats[cmd] = (int(f["calls"]), int(f["usec"]))
     return stats
 
+# How much of Redis's memory sits on huge pages (the *-huge cases), KB.
+def huge_kb():
+    for line in open(f"/proc/{rpid}/smaps_rollup"):
+        if line.startswith("AnonHugePages:"):
+            return int(line.split()[1])
+    return 0
+
 def cpu_ns():
     import glob
     return sum(int(open(f).read().split()[0]) for f in glob.glob(f"/proc/{rpid}/task/*/schedstat"))
@@ -105,6 +121,7 @@ def cpu_ns():
 total = rate * seconds
 threads = 16
 ok = [0] * threads
+took_ms = [[] for _ in range(threads)]
 # Every order's answer time, and when it was first seen in SQL.
 answered, seen, lock = {}, {}, threading.Lock()
 done = threading.Event()
@@ -125,6 +142,7 @@ stop_watch = float("inf")
 watcher = threading.Thread(target=watch)
 watcher.start()
 start = time.monotonic()
+huge_at_start = huge_kb()
 before = cpu_ns()
 stats_before = commandstats()
 def buy(t):
@@ -137,18 +155,39 @@ def buy(t):
         if pause > 0:
             time.sleep(pause)
         sale = rnd.randrange(sales)
+        sent = time.monotonic()
         conn.request("POST", f"/v1/sales/s{sale}/purchase", json.dumps({"user_id": f"u{n}"}),
                      {"Content-Type": "application/json"})
         r = conn.getresponse()
         body = r.read()
+        took_ms[t].append((time.monotonic() - sent) * 1000)
         if r.status in (200, 201):
             ok[t] += 1
             with lock:
                 answered[json.loads(body)["order_id"]] = time.monotonic()
         n += threads
+# The *-fork* cases: a snapshot every 2 s while purchases come, each
+# one's fork time and the memory Redis copied while its child wrote
+# (copy-on-write, INFO persistence), one at a time.
+saves = []
+def save():
+    while not bought_all.wait(2):
+        subprocess.run(["redis-cli", "-p", rport, "bgsave"], capture_output=True)
+        while info("persistence").get("rdb_bgsave_in_progress") != "0":
+            time.sleep(0.01)
+        saves.append((int(info("stats")["latest_fork_usec"]),
+                      int(info("persistence")["rdb_last_cow_size"])))
+bought_all = threading.Event()
+saver = threading.Thread(target=save)
+if forks:
+    saver.start()
 workers = [threading.Thread(target=buy, args=(t,)) for t in range(threads)]
 for w in workers: w.start()
 for w in workers: w.join()
+bought_all.set()
+if forks:
+    saver.join()
+answers = sorted(x for ts in took_ms for x in ts)
 took = time.monotonic() - start
 bought = sum(ok)
 stop_watch = time.monotonic() + (0 if alone else 30)
@@ -166,11 +205,6 @@ while True:
     time.sleep(0.05)
 after = cpu_ns()
 stats_after = commandstats()
-# How much of Redis's memory sits on huge pages (the *-huge cases).
-huge_kb = 0
-for line in open(f"/proc/{rpid}/smaps_rollup"):
-    if line.startswith("AnonHugePages:"):
-        huge_kb = int(line.split()[1])
 # Redis time inside each command (INFO commandstats), per purchase: where
 # the difference between the cases is spent.
 by_command = {}
@@ -186,7 +220,14 @@ print(json.dumps({"case": name, "sales": sales, "background": not alone, "purcha
                   "redis_cpu_us_per_purchase": round((after - before) / 1000 / max(bought, 1), 2),
                   "to_sql_p50_ms": round(lags[len(lags) // 2], 1) if lags else None,
                   "to_sql_p99_ms": round(p99, 1) if p99 is not None else None,
-                  "redis_huge_pages_kb": huge_kb,
+                  "redis_huge_pages_kb_at_start": huge_at_start,
+                  "redis_huge_pages_kb": huge_kb(),
+                  "answer_p50_ms": round(answers[len(answers) // 2], 1),
+                  "answer_p99_ms": round(answers[int(len(answers) * 0.99)], 1),
+                  "kernel": os.uname().release,
+                  "saves": len(saves),
+                  "fork_ms_max": round(max((f for f, _ in saves), default=0) / 1000, 2),
+                  "cow_mb_per_save": round(sum(c for _, c in saves) / max(len(saves), 1) / 2**20, 2),
                   "redis_command_us_per_purchase": round(sum(v["us_per_purchase"] for v in by_command.values()), 2),
                   "by_command": by_command}))
 PY
@@ -215,6 +256,10 @@ done
 # 4 KB pages (its address translation) rather than work done.
 run one-huge 1 "$RATE" "$SECONDS_RUN"
 run spread-huge 10000 "$RATE" "$SECONDS_RUN"
+# What huge pages cost a Redis that forks: the 10,000 sales snapshotted
+# every 2 s while purchases come, on 4 KB pages and on huge pages.
+run spread-fork 10000 "$RATE" "$SECONDS_RUN"
+run spread-fork-huge 10000 "$RATE" "$SECONDS_RUN"
 # A trickle: how long an order takes to reach SQL when purchases are few
 # and far between, each in another sale.
 run trickle 10000 100 20
