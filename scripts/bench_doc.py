@@ -198,11 +198,18 @@ if lines("siblings.jsonl"):
           "functions do. A client that "
           "shares one connection among many callers (the `shared` rows) lets Redis "
           "read several requests per call and is not bound by these floors, so those "
-          "rows show none.\n")
+          "rows show none. `outside commands` is the part of our CPU per operation "
+          "spent in no command, reading requests and writing answers and the "
+          "notifications that wake waiters (the CPU per operation less the Redis µs per "
+          "operation above); the column after it asks what twice the peer's rate would "
+          "take of the core for that part alone. A waiter woken in order, as ours are, "
+          "costs the server a message the peers' polling waiters do not get: the "
+          "notification.\n")
         rows = []
         for r in lines("siblings.jsonl"):
             prim = r.get("primitive", "mutex")
             ops = r.get("operations", r.get("acquisitions"))
+            redis_us = r.get("redis_us_per_operation", r.get("redis_us_per_acquisition"))
             conns = r.get("connections", "own")
             ours = cpu.get(("ours", prim, r["mode"], conns))
             peer = peers.get((prim, r["mode"], conns))
@@ -210,7 +217,9 @@ if lines("siblings.jsonl"):
             if ours is None or not ops:
                 continue
             per_op = ours * 1e6 / ops
-            row = [prim, r["mode"], conns, num(per_op, 1), num(100 * ours / r["duration_s"])]
+            outside = per_op - redis_us if redis_us is not None else None
+            row = [prim, r["mode"], conns, num(per_op, 1), num(outside, 1),
+                   num(100 * ours / r["duration_s"])]
             if peer and theirs is not None and peer["operations"]:
                 twice = 2 * peer["operations_per_s"]
                 # The floor is a round trip with one request in flight per
@@ -220,14 +229,17 @@ if lines("siblings.jsonl"):
                     for us in (floor_us, call_us))
                 row += [num(theirs * 1e6 / peer["operations"], 1),
                         num(100 * theirs / peer["duration_s"]), num(twice),
-                        num(100 * twice * per_op / 1e6), num(at_floor), num(at_call)]
+                        num(100 * twice * per_op / 1e6), num(at_floor), num(at_call),
+                        num(100 * twice * outside / 1e6 if outside is not None else None)]
             else:
-                row += ["–"] * 6
+                row += ["–"] * 7
             rows.append(row)
-        p(table(["primitive", "mode", "connections", "redis cpu µs per op", "busy %",
+        p(table(["primitive", "mode", "connections", "redis cpu µs per op",
+                 "of it outside commands µs", "busy %",
                  "peer redis cpu µs per op", "peer busy %", "2× peer ops/s",
                  "at our cost, % of a core", "at the floor, % of a core",
-                 "at a function call's floor, % of a core"], rows))
+                 "at a function call's floor, % of a core",
+                 "at our cost outside commands, % of a core"], rows))
         p("")
 
 # --- sales
@@ -826,11 +838,10 @@ if spread:
           f"end ({num(spread_huge['redis_huge_pages_kb'] / 1024)} MB at the end without saves). "
           + ("A save copied about as much on huge pages as on 4 KB pages (" if cow < 1.5
              else "A save copied more on huge pages (")
-          + f"{cow:.2f}×): this kernel copies the 4 KB written, not the 2 MB page around it, "
-          "and what it copied no longer sits on a huge page: after a few saves the heap is back "
-          "on 4 KB pages, and so is what reaching it costs. Huge pages help only a Redis that "
-          "never forks, so every run on these pages but the two pairs above keeps Redis's "
-          "default.")
+          + f"{cow:.2f}×): this kernel copies the 4 KB page written, not the 2 MB around it, "
+          "and splits the huge page to do so, so the saves move the heap off huge pages as they "
+          "write to it. Every other run on this page leaves Redis's huge-page setting at "
+          "its default.")
     by_cmd = [("one sale", cases.get("one")), ("10,000 sales", cases.get("spread")),
              ("one sale, purchases alone", cases.get("one-alone")),
              ("10,000 sales, purchases alone", cases.get("spread-alone"))]
