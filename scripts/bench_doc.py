@@ -888,7 +888,8 @@ if spread:
                      "`xgroup setid`), which read and acknowledge it (`xreadgroup`, `xack`) and "
                      "file the order (`zadd`); its expiry reads the sale's hash, writes the "
                      "order's state, gives the unit and the allowance back (`hmget`, `hsetnx`, "
-                     "`hincrby`) and tells the persisters again (a third `xadd`).")
+                     "`hincrby`) and tells the persisters again, in one `xadd` a sweep for all the "
+                     "expiries it found (so its share of a call, not a third `xadd` an order).")
         p("\n" + " ".join(prose))
     for r in spread:
         if r["case"] == "trickle":
