@@ -169,11 +169,15 @@ def buy(t):
 # The *-fork* cases: a snapshot every 2 s while purchases come, each
 # one's fork time and the memory Redis copied while its child wrote
 # (copy-on-write, INFO persistence), one at a time.
+# A save that has not ended within 30 s ends the loop, not the run.
 saves = []
 def save():
     while not bought_all.wait(2):
         subprocess.run(["redis-cli", "-p", rport, "bgsave"], capture_output=True)
+        give_up = time.monotonic() + 30
         while info("persistence").get("rdb_bgsave_in_progress") != "0":
+            if time.monotonic() > give_up:
+                return
             time.sleep(0.01)
         saves.append((int(info("stats")["latest_fork_usec"]),
                       int(info("persistence")["rdb_last_cow_size"])))
@@ -184,11 +188,11 @@ if forks:
 workers = [threading.Thread(target=buy, args=(t,)) for t in range(threads)]
 for w in workers: w.start()
 for w in workers: w.join()
+took = time.monotonic() - start
 bought_all.set()
 if forks:
     saver.join()
 answers = sorted(x for ts in took_ms for x in ts)
-took = time.monotonic() - start
 bought = sum(ok)
 stop_watch = time.monotonic() + (0 if alone else 30)
 done.set()
