@@ -836,12 +836,16 @@ if spread:
           f"{num(fork_huge.get('redis_huge_pages_kb_at_start', 0) / 1024)} MB of Redis on huge "
           f"pages at the first purchase, {num(fork_huge['redis_huge_pages_kb'] / 1024)} MB at the "
           f"end ({num(spread_huge['redis_huge_pages_kb'] / 1024)} MB at the end without saves). "
-          + ("A save copied about as much on huge pages as on 4 KB pages (" if cow < 1.5
-             else "A save copied more on huge pages (")
-          + f"{cow:.2f}×): this kernel copies the 4 KB page written, not the 2 MB around it, "
-          "and splits the huge page to do so, so the saves move the heap off huge pages as they "
-          "write to it. Every other run on this page leaves Redis's huge-page setting at "
-          "its default.")
+          + (f"A save copied about as much on huge pages as on 4 KB pages ({cow:.2f}×): this "
+             "kernel copies the 4 KB page written, not the 2 MB around it"
+             if cow < 1.5 else
+             f"A save copied {cow:.2f}× as much on huge pages: this kernel copies more of a huge "
+             "page than was written")
+          + (", and splits the huge page to do so, so the saves move the heap off huge pages as "
+             "they write to it. "
+             if fork_huge["redis_huge_pages_kb"] < fork_huge.get("redis_huge_pages_kb_at_start", 0) / 2
+             else ". ")
+          + "Every other run on this page leaves Redis's huge-page setting at its default.")
     by_cmd = [("one sale", cases.get("one")), ("10,000 sales", cases.get("spread")),
              ("one sale, purchases alone", cases.get("one-alone")),
              ("10,000 sales, purchases alone", cases.get("spread-alone"))]
