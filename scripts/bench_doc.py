@@ -141,14 +141,19 @@ if lines("siblings.jsonl"):
       "Redis µs is the `usec` of `INFO commandstats` per operation (ours: the "
       "function calls; theirs: every command, script calls and the commands inside "
       "them, so theirs is counted high).\n")
+    def of_op(r, field):
+        """A figure of a sibling run, whose field names an `operation`, or for
+        the mutex an `acquisition`."""
+        return r.get(field.format("operation"), r.get(field.format("acquisition")))
+
     peers = {(r["primitive"], r["mode"], r.get("connections", "own")): r
              for r in lines("peers.jsonl")}
     rows = []
     for r in lines("siblings.jsonl"):
         prim = r.get("primitive", "mutex")
-        ops = r.get("operations_per_s", r.get("acquisitions_per_s"))
+        ops = of_op(r, "{}s_per_s")
         ok = r.get("ok", r.get("counter_ok"))
-        redis_us = r.get("redis_us_per_operation", r.get("redis_us_per_acquisition"))
+        redis_us = of_op(r, "redis_us_per_{}")
         conns = r.get("connections", "own")
         peer = peers.get((prim, r["mode"], conns))
         rows.append([prim, r["mode"], conns, num(ops), num(r["wait_p99_ms"], 2),
@@ -208,8 +213,8 @@ if lines("siblings.jsonl"):
         rows = []
         for r in lines("siblings.jsonl"):
             prim = r.get("primitive", "mutex")
-            ops = r.get("operations", r.get("acquisitions"))
-            redis_us = r.get("redis_us_per_operation", r.get("redis_us_per_acquisition"))
+            ops = of_op(r, "{}s")
+            redis_us = of_op(r, "redis_us_per_{}")
             conns = r.get("connections", "own")
             ours = cpu.get(("ours", prim, r["mode"], conns))
             peer = peers.get((prim, r["mode"], conns))
@@ -831,9 +836,9 @@ if spread:
         cow = fork_huge["cow_mb_per_save"] / max(fork["cow_mb_per_save"], 0.01)
         p(f"\nThat cost, measured: the 10,000 sales again with a snapshot (`BGSAVE`) every 2 s "
           f"while the purchases come ({fork['saves']} and {fork_huge['saves']} saves; "
-          f"the copy is the save's `rdb_last_cow_size`, kernel {fork_huge.get('kernel', '?')}). "
+          f"the copy is the save's `rdb_last_cow_size`, kernel {fork_huge['kernel']}). "
           f"On 4 KB pages: {forked(fork)}. On huge pages: {forked(fork_huge)}; "
-          f"{num(fork_huge.get('redis_huge_pages_kb_at_start', 0) / 1024)} MB of Redis on huge "
+          f"{num(fork_huge['redis_huge_pages_kb_at_start'] / 1024)} MB of Redis on huge "
           f"pages at the first purchase, {num(fork_huge['redis_huge_pages_kb'] / 1024)} MB at the "
           f"end ({num(spread_huge['redis_huge_pages_kb'] / 1024)} MB at the end without saves). "
           + (f"A save copied about as much on huge pages as on 4 KB pages ({cow:.2f}×): this "
@@ -843,7 +848,7 @@ if spread:
              "page than was written")
           + (", and splits the huge page to do so, so the saves move the heap off huge pages as "
              "they write to it. "
-             if fork_huge["redis_huge_pages_kb"] < fork_huge.get("redis_huge_pages_kb_at_start", 0) / 2
+             if fork_huge["redis_huge_pages_kb"] < fork_huge["redis_huge_pages_kb_at_start"] / 2
              else ". ")
           + "Every other run on this page leaves Redis's huge-page setting at its default.")
     by_cmd = [("one sale", cases.get("one")), ("10,000 sales", cases.get("spread")),

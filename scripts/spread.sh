@@ -28,7 +28,6 @@ cd "$(dirname "$0")/.."
 RATE=${RATE:-1000}
 SECONDS_RUN=${SECONDS_RUN:-30}
 
-cpu_ns() { cat /proc/"$1"/task/*/schedstat | awk '{s += $1} END {printf "%d\n", s}'; }
 
 # run NAME SALES RATE SECONDS [alone]: a fresh redis-server and serve,
 # SALES sales, RATE purchases/s for SECONDS; with `alone`, serve runs no
@@ -98,13 +97,11 @@ while quiet < 2 and time.monotonic() < deadline:
     last = now
 
 def commandstats():
-    out = subprocess.run(["redis-cli", "-p", rport, "info", "commandstats"], capture_output=True, text=True).stdout
     stats = {}
-    for line in out.splitlines():
-        if line.startswith("cmdstat_"):
-            cmd, fields = line[len("cmdstat_"):].split(":", 1)
+    for key, fields in info("commandstats").items():
+        if key.startswith("cmdstat_"):
             f = dict(kv.split("=") for kv in fields.split(","))
-            stats[cmd] = (int(f["calls"]), int(f["usec"]))
+            stats[key[len("cmdstat_"):]] = (int(f["calls"]), int(f["usec"]))
     return stats
 
 # How much of Redis's memory sits on huge pages (the *-huge cases), KB.
@@ -175,12 +172,11 @@ def save():
     while not bought_all.wait(2):
         subprocess.run(["redis-cli", "-p", rport, "bgsave"], capture_output=True)
         give_up = time.monotonic() + 30
-        while info("persistence").get("rdb_bgsave_in_progress") != "0":
+        while (done_save := info("persistence")).get("rdb_bgsave_in_progress") != "0":
             if time.monotonic() > give_up:
                 return
             time.sleep(0.01)
-        saves.append((int(info("stats")["latest_fork_usec"]),
-                      int(info("persistence")["rdb_last_cow_size"])))
+        saves.append((int(info("stats")["latest_fork_usec"]), int(done_save["rdb_last_cow_size"])))
 bought_all = threading.Event()
 saver = threading.Thread(target=save)
 if forks:
