@@ -893,8 +893,8 @@ if spread:
                          "first node from the sale's creation (see \"Idle sales\"), which its "
                          "first purchase would otherwise allocate.")
         prose.append("With the background, a spread order adds the rest one at a time: its "
-                     "purchase tells the persisters through the ledger (a second `xadd`, and "
-                     "`xgroup setid`), which read and acknowledge it (`xreadgroup`, `xack`) and "
+                     "purchase tells the persisters through the ledger (a second `xadd`), "
+                     "which read and acknowledge it (`xreadgroup`, `xack`) and "
                      "file the order (`zadd`); its expiry reads the sale's hash, writes the "
                      "order's state, gives the unit and the allowance back (`hmget`, `hsetnx`, "
                      "`hincrby`) and tells the persisters again, in one `xadd` a sweep for all the "

@@ -1,23 +1,19 @@
 //! What is not yet in SQL: the entries of a sale's stream no persister has
 //! committed (an entry holds one order event or, from `coalesced`, many),
 //! and waiting for them to be. The persister, the audit and
-//! the tools that wait for a drain all count the same way, here; and how
-//! what was read gets there: `commit`, after `on_every_replica` under
-//! `--durability replica`.
+//! the tools that wait for a drain all count the same way, here.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
 use redis::aio::ConnectionLike;
-use seckill_engine::{Engine, Event, StreamEntry, entry_number, next_entry_id};
-use seckill_redis::{Conn, Replicas};
+use seckill_engine::{Engine, StreamEntry, entry_number, next_entry_id};
 
-use crate::config::{GROUP, LIBRARY};
+use crate::config::GROUP;
 use crate::error::{Error, Result};
-use crate::ledger::{Told, told_entries};
-use crate::news::MasterKeys;
-use crate::store::Store;
+use crate::ledger::told_entries;
+use crate::news::{MasterKeys, armed_end};
 
 /// The keys of a sale the persister works with.
 #[derive(Clone, Debug)]
@@ -90,7 +86,10 @@ async fn in_stream(conn: &mut (impl ConnectionLike + Send + Sync), sale_id: &str
     let keys = SaleStream::new(sale_id)?;
     Ok(match group_info(conn, &keys.stream).await? {
         Some(g) => {
+            let armed = armed_end(conn, &keys.sale, &keys.stream).await?.is_some();
             let undelivered = match g.lag {
+                // What an armed sale appended is counted as told (`told`).
+                _ if armed => 0,
                 Some(lag) => lag,
                 // Redis cannot always say (after deletions): count them.
                 None => {
@@ -273,11 +272,14 @@ pub(crate) async fn committed_floor(
     let Some(group) = group_info(conn, &keys.stream).await? else {
         return Ok(None);
     };
+    let delivered = armed_end(conn, &keys.sale, &keys.stream)
+        .await?
+        .unwrap_or(group.last_delivered_id);
     let floor = in_flight(conn, &keys.persisting)
         .await?
         .into_iter()
         .map(|b| b.first)
-        .chain([next_entry_id(&group.last_delivered_id)])
+        .chain([next_entry_id(&delivered)])
         .min_by_key(|id| entry_number(id));
     Ok(floor)
 }
@@ -322,94 +324,6 @@ pub(crate) async fn group_info(
         }));
     }
     Ok(None)
-}
-
-/// [`Conn::on_every_replica`] for what `conn` sent to `key`'s master since
-/// `epoch`, the read just answered included, as an error when not: every
-/// replica the master lists online ([`Replicas::Online`]), as SQL must
-/// not keep what a promoted replica lacks. For `--durability replica`,
-/// before a read is committed.
-pub(crate) async fn on_every_replica(
-    conn: &mut Conn,
-    key: &str,
-    epoch: u64,
-    timeout: Duration,
-) -> redis::RedisResult<()> {
-    if conn
-        .on_every_replica(key.as_bytes(), epoch, timeout, Replicas::Online)
-        .await?
-    {
-        return Ok(());
-    }
-    Err(redis::RedisError::from((
-        redis::ErrorKind::Client,
-        "no replica confirmed the orders read in time; they stay pending until taken over",
-    )))
-}
-
-/// Ledger entries committed, to acknowledge: the keys of the master whose
-/// ledgers they were read from, and what they told (with the ids per
-/// ledger).
-pub(crate) struct Acks<'a> {
-    pub keys: &'a MasterKeys,
-    pub told: &'a Told,
-    /// Whether to file the sales told in the master's due index and news
-    /// set; not for a ledger no master reads any more (`takeover.rs`),
-    /// whose due index and news set no one would read either.
-    pub file: bool,
-}
-
-/// Commits `events` to SQL in one transaction, then deletes the records
-/// of the batches they were read as (each a sale and the id of its first
-/// entry, the sales on one master) and acknowledges the ledger entries
-/// they were read from (`acks`): only once committed, so a crash in
-/// between means a harmless second write. One `HDEL` per sale, sent
-/// together: a cluster pipeline must stay in one slot, and the sales of
-/// one master are in many.
-pub(crate) async fn commit(
-    store: &Store,
-    conn: &Conn,
-    events: &[Event],
-    batches: &[(String, String)],
-    acks: Option<Acks<'_>>,
-) -> Result<()> {
-    store.apply(events).await?;
-    let mut by_sale: HashMap<&str, Vec<&str>> = HashMap::new();
-    for (sale, first) in batches {
-        by_sale.entry(sale).or_default().push(first);
-    }
-    let deletes = by_sale.into_iter().map(|(sale, firsts)| {
-        let mut conn = conn.clone();
-        async move {
-            let key = SaleStream::new(sale)?.persisting;
-            let _: i64 = conn.hdel(key, firsts).await?;
-            Ok::<_, Error>(())
-        }
-    });
-    futures_util::future::try_join_all(deletes).await?;
-    let Some(Acks { keys, told, file }) = acks else {
-        return Ok(());
-    };
-    // One call per ledger read; the first files what they told.
-    let (mut dues, mut busy): (Vec<_>, Vec<_>) = match file {
-        true => (told.dues().collect(), told.busy().collect()),
-        false => Default::default(),
-    };
-    for (ledger, ids) in &told.ids {
-        let mut call = LIBRARY.call("ledger_done", &[ledger, &keys.due, &keys.news]);
-        call.arg(GROUP).arg(dues.len()).arg(busy.len());
-        for (member, at) in dues.drain(..) {
-            call.arg(at).arg(member);
-        }
-        for sale in busy.drain(..) {
-            call.arg(Engine::sale_key(sale)?);
-        }
-        for id in ids {
-            call.arg(id);
-        }
-        let _: i64 = call.invoke(&mut conn.clone()).await?;
-    }
-    Ok(())
 }
 
 /// Drops the entries of sale `sale`'s stream every persister has
@@ -463,36 +377,5 @@ fn bad_record(first: &str, value: &str) -> Error {
     Error::Invalid {
         what: "persisting record",
         reason: format!("{first} -> {value:?}"),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The batches of one round come from many sales of one master, each
-    /// in its own slot; a cluster pipeline must keep to one slot.
-    #[tokio::test]
-    async fn commit_clears_the_records_of_sales_in_different_slots_on_a_cluster() {
-        let cluster = seckill_testkit::RedisCluster::start(3, 0).unwrap();
-        let target = seckill_redis::Target::cluster(&cluster.addresses().join(",")).unwrap();
-        let conn = target.connect().await.unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path().join("o.db").to_str().unwrap())
-            .await
-            .unwrap();
-        let sales = ["a", "b", "c", "d"];
-        let mut batches = Vec::new();
-        for sale in sales {
-            let key = SaleStream::new(sale).unwrap().persisting;
-            let _: i64 = conn.clone().hset(&key, "1-0", "1-0 1 0").await.unwrap();
-            batches.push((sale.to_owned(), "1-0".to_owned()));
-        }
-        commit(&store, &conn, &[], &batches, None).await.unwrap();
-        for sale in sales {
-            let key = SaleStream::new(sale).unwrap().persisting;
-            let left: u64 = conn.clone().hlen(&key).await.unwrap();
-            assert_eq!(left, 0, "the record of {sale}'s batch is still there");
-        }
     }
 }

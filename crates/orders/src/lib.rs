@@ -14,8 +14,9 @@
 //!   crate's Lua library and the background tasks' fixed pauses.
 //! - `work`: what a persister knows and has left to do (bookkeeping).
 //! - `backlog`: [`unpersisted`], [`backlog()`] and [`wait_drained`]: what is
-//!   not yet in SQL, and how long it has waited; committing what was read
-//!   (after the replica wait of `--durability replica`).
+//!   not yet in SQL, and how long it has waited.
+//! - `commit`: committing what was read (after the replica wait of
+//!   `--durability replica`).
 //! - `news`: each master's signal keys (ledger, news set, persisters' marks, due
 //!   index), which let the background tasks below wake for what happened
 //!   instead of asking every sale.
@@ -74,6 +75,7 @@ pub mod archived;
 mod audit;
 mod backlog;
 mod clock;
+mod commit;
 mod config;
 mod dialect;
 mod error;

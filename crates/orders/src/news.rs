@@ -8,11 +8,13 @@
 //!   stays when a busy sale is disarmed, for `backlog.rs` to count what
 //!   it told and nobody read yet). From then on the engine's scripts
 //!   write each entry they append to the sale's stream to the ledger too,
-//!   as `{ sale hash key, "<entry id> <timeout>", event … }`, and move the
-//!   sale's consumer group past it, and write a settlement to the ledger
-//!   alone, as `{ sale hash key, "*", event … }` (`tell` in the engine's
-//!   `lua/prelude.lua`); a sweep of the due index tells the expiries of
-//!   many sales in one entry, `{ "*", "expired", then per order its sale
+//!   as `{ sale hash key, "<entry id> <timeout>", event … }`, and write a
+//!   settlement to the ledger alone, as `{ sale hash key, "*", event … }`
+//!   (`tell` in the engine's `lua/prelude.lua`). The sale's consumer group
+//!   stays where the arming read left it: while `n` is there, all the
+//!   stream holds past it was told (`armed_end`), and whatever disarms the
+//!   sale first moves the group past what it told. A sweep of the due
+//!   index tells the expiries of many sales in one entry, `{ "*", "expired", then per order its sale
 //!   hash key, generation, ref, "<buyer>|<qty>" }` (the engine's
 //!   `lua/expire.lua`): the persisters read the events of all of the
 //!   master's quiet sales from this warm key (and the one below, in the
@@ -25,7 +27,11 @@
 //!   armed tell there. Read, taken over and drained as the ledger is, so
 //!   two releases can share a server during an upgrade; the expiries a
 //!   sweep of this release tells in one entry wait in the ledger above
-//!   until a persister of this release reads them.
+//!   until a persister of this release reads them. An earlier release,
+//!   whose scripts moved an armed sale's group at each purchase, reads
+//!   the stream of a sale armed here (its slow full read) or disarms one
+//!   without moving its group: what this release told is then read
+//!   again, a second write of the same events, which SQL takes as a no-op.
 //! - `seckill:{news:<tag>}`: the news set, sale hash keys whose stream
 //!   has more to read than one batch held.
 //! - `…:readers`: hash, persister -> when it last read (ms): a persister
@@ -46,6 +52,8 @@
 //! touch both. Scripts find a sale's id in its hash key
 //! `seckill:{sale:<id>}:sale` (the engine's layout, `keys.rs`).
 
+use redis::aio::ConnectionLike;
+use seckill_engine::StreamEntry;
 use seckill_redis::{Master, Target, key_slot};
 
 use crate::error::{Error, Result};
@@ -248,6 +256,36 @@ impl Follower {
     }
 }
 
+/// The last entry of sale hash `sale`'s stream `stream` when the sale is
+/// armed, else `None`: while it is armed, the engine's scripts leave the
+/// stream's group where the read that armed it left it and tell all that
+/// comes after (`tell`, the engine's `lua/prelude.lua`), so all of the
+/// stream counts as delivered; not armed, the group says how far.
+pub(crate) async fn armed_end(
+    conn: &mut (impl ConnectionLike + Send + Sync),
+    sale: &str,
+    stream: &str,
+) -> Result<Option<String>> {
+    let (n, last): (Option<String>, redis::Value) = redis::pipe()
+        .hget(sale, "n")
+        .xrevrange_count(stream, "+", "-", 1)
+        .query_async(conn)
+        .await?;
+    if !n.as_deref().is_some_and(armed) {
+        return Ok(None);
+    }
+    Ok(StreamEntry::list(last)?.into_iter().next().map(|e| e.id))
+}
+
+/// Whether field `n` of a sale hash arms it: `"<ledger> <group> <payment
+/// timeout>"`, as the engine's `tell` reads it.
+fn armed(n: &str) -> bool {
+    let parts: Vec<&str> = n.split(' ').collect();
+    matches!(parts[..], [ledger, group, timeout]
+        if !ledger.is_empty() && !group.is_empty()
+            && !timeout.is_empty() && timeout.bytes().all(|b| b.is_ascii_digit()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -265,6 +303,14 @@ mod tests {
             "seckill:{news:5}:due",
         ] {
             assert!(MasterKeys::of_ledger(other).is_none(), "{other}");
+        }
+    }
+
+    #[test]
+    fn a_sale_is_armed_by_a_ledger_a_group_and_a_timeout() {
+        assert!(armed("seckill:{news:0}:ledger:2 persister 900"));
+        for not in ["", "l g", "l g 9 x", "l g 9s", "l  9", "l g "] {
+            assert!(!armed(not), "{not:?}");
         }
     }
 }

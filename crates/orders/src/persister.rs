@@ -47,7 +47,7 @@ use seckill_engine::{Engine, Event, StreamEntry};
 use seckill_redis::{Conn, Target};
 use tokio::sync::watch;
 
-use crate::backlog::{Acks, commit, on_every_replica};
+use crate::commit::{Acks, commit, on_every_replica};
 use crate::config::{
     GROUP, LIBRARY, PersisterConfig, READ_WAIT, REST_AFTER_FAILURE, WATCH_MASTERS_EVERY,
 };

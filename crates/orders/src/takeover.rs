@@ -14,7 +14,8 @@ use redis::aio::ConnectionLike;
 use seckill_engine::{Event, StreamEntry};
 use seckill_redis::Conn;
 
-use crate::backlog::{Acks, InFlight, SaleStream, commit, in_flight, on_every_replica};
+use crate::backlog::{InFlight, SaleStream, in_flight};
+use crate::commit::{Acks, commit, on_every_replica};
 use crate::config::{GROUP, LIBRARY};
 use crate::error::{Error, Result};
 use crate::ledger::{Told, read_ledgers};
@@ -268,7 +269,7 @@ async fn may_be_idle(conn: &mut Conn, ledger: &str, idle: Duration) -> Result<bo
 /// Persists everything `ledger` holds, for a ledger no master's keys name
 /// since the masters changed (its slot moved to a master whose tag is
 /// another): what it was told is delivered nowhere else, as each sale's
-/// group moved past it. Entries another persister read are taken once
+/// stream counts it delivered (see `news.rs`). Entries another persister read are taken once
 /// idle for `idle`. With `replica_wait` (`--durability replica`), what is
 /// read is committed only once every replica has it, as the persister's
 /// reads are: a purchase told there a moment ago may be on the master

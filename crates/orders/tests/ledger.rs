@@ -42,6 +42,26 @@ async fn rounds_until<F: Future<Output = bool>>(persister: &mut Persister, done:
     }
 }
 
+/// The last id sale `id`'s stream delivered to the persisters' group.
+async fn delivered(conn: &mut impl redis::aio::ConnectionLike, id: &str) -> String {
+    let groups: Vec<std::collections::HashMap<String, redis::Value>> = redis::cmd("XINFO")
+        .arg("GROUPS")
+        .arg(format!("seckill:{{sale:{id}}}:orders"))
+        .query_async(conn)
+        .await
+        .unwrap();
+    redis::from_redis_value_ref(&groups[0]["last-delivered-id"]).unwrap()
+}
+
+/// The id of the last entry of sale `id`'s stream.
+async fn last_entry(conn: &mut seckill_redis::Conn, id: &str) -> String {
+    let last: redis::streams::StreamRangeReply = conn
+        .xrevrange_count(format!("seckill:{{sale:{id}}}:orders"), "+", "-", 1)
+        .await
+        .unwrap();
+    last.ids[0].id.clone()
+}
+
 /// Rounds of `persister` until every one of `sales` is armed.
 async fn arm(persister: &mut Persister, engine: &Engine, sales: &[String]) {
     rounds_until(persister, || async {
@@ -206,6 +226,11 @@ async fn a_busy_sale_is_read_from_its_own_stream_and_told_again_once_quiet() {
     assert_eq!(buy(engine, Strategy::Atomic, "hot", 100).await.len(), 100);
     persister.round().await.unwrap();
     assert_eq!(armed(engine, "hot").await, None, "busy: disarmed");
+    assert_eq!(
+        delivered(&mut conn, "hot").await,
+        last_entry(&mut conn, "hot").await,
+        "disarmed: its stream is read past all it told"
+    );
     let queued: bool = conn
         .sismember(NEWS, "seckill:{sale:hot}:sale")
         .await
@@ -369,6 +394,49 @@ async fn a_sale_disarmed_with_entries_still_in_the_ledger_counts_them() {
     })
     .await;
     assert_persisted(engine, store, "hot", 100).await;
+}
+
+/// What an armed sale told reaches SQL from the ledger alone: its stream's
+/// group stays where the arming read left it, a read of every sale skips
+/// the armed one, and a purchase the ledger refuses disarms it with the
+/// group just before that purchase, so its stream delivers only that.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_an_armed_sale_told_is_never_read_from_its_stream() {
+    let rig = rig().await;
+    let (engine, store) = (&rig.engine, &rig.store);
+    let mut persister = armed_persister(&rig, "q", 100, config("p")).await;
+    let mut conn = engine.connection();
+    let armed_at = delivered(&mut conn, "q").await;
+    assert_eq!(buy(engine, Strategy::Atomic, "q", 2).await.len(), 2);
+    assert_eq!(buy(engine, Strategy::Coalesced, "q", 1).await.len(), 1);
+    assert_eq!(unpersisted(&mut conn, "q").await.unwrap(), 3, "told");
+    // A new persister's first round reads every sale.
+    let mut other = Persister::new(&rig.server.url(), store.clone(), config("p2"))
+        .await
+        .unwrap();
+    other.round().await.unwrap();
+    drain(&mut persister, engine, &["q".to_owned()]).await;
+    assert!(armed(engine, "q").await.is_some());
+    assert_eq!(
+        delivered(&mut conn, "q").await,
+        armed_at,
+        "its stream unread"
+    );
+
+    let before = last_entry(&mut conn, "q").await;
+    let _: () = conn.rename(LEDGER, "aside").await.unwrap();
+    let _: () = conn.set(LEDGER, "not a stream").await.unwrap();
+    assert_eq!(buy(engine, Strategy::Atomic, "q", 1).await.len(), 1);
+    let _: () = conn.del(LEDGER).await.unwrap();
+    let _: () = conn.rename("aside", LEDGER).await.unwrap();
+    assert_eq!(armed(engine, "q").await, None, "disarmed");
+    assert_eq!(delivered(&mut conn, "q").await, before);
+    assert_eq!(unpersisted(&mut conn, "q").await.unwrap(), 1);
+    let mut heir = Persister::new(&rig.server.url(), store.clone(), config("heir"))
+        .await
+        .unwrap();
+    drain(&mut heir, engine, &["q".to_owned()]).await;
+    assert_persisted(engine, store, "q", 4).await;
 }
 
 /// A persister started now persists every order of `sales`, one each.

@@ -218,7 +218,8 @@ local function tell_batch(batch)
   end
   for i = 3, #fields, 4 do
     local sale = fields[i]
-    redis.call('HDEL', sale, 'n')
+    -- Before its expiry goes to the stream, which the group must not pass.
+    disarm(sale, '$')
     redis.call('XADD', string.sub(sale, 1, -6) .. ':orders', '*', 'expired', fields[i + 1],
       fields[i + 2], fields[i + 3])
   end

@@ -11,7 +11,7 @@
 -- Checks, in purchase_batch.lua's order: generation, request id, window, limit, stock.
 -- Cost: 3 redis.calls (HMGET, XADD, HSET; HMGET, HSET for a repeated
 -- request id), +1 TIME with a start or end; +1
--- HGET the first time after a persister read the sale, and +3 more on a
+-- HGET the first time after a persister read the sale, and +2 more on a
 -- sale it armed (HDEL, and tell's: prelude.lua); callgrind counts:
 -- scripts/lua-cost.sh.
 local gen, user, req = ARGV[1], ARGV[2], ARGV[4]

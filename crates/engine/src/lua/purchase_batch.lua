@@ -11,7 +11,7 @@
 -- purchase.lua's.
 -- Cost: 3 redis.calls per batch whatever its size (HMGET, XADD, HSET; a
 -- batch that sells nothing, HMGET, +HSET if it answered a request id), +1
--- TIME with a start or an end, +2 on a sale a persister armed (tell,
+-- TIME with a start or an end, +1 on a sale a persister armed (tell,
 -- prelude.lua); per purchase its hash fields and one stream pair.
 local gen, last = ARGV[1], #ARGV
 local rules = (last - 1) % 3

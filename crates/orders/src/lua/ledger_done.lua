@@ -11,7 +11,7 @@
 -- Returns how many were acknowledged.
 -- Cost: XACK, XPENDING (its summary), XINFO GROUPS when nothing is
 -- pending, and XTRIM, whatever the number of sales; one ZADD per 1,000
--- dues; per busy sale HDEL and SADD.
+-- dues; per busy sale HGET, SADD, and XGROUP SETID and HDEL if armed.
 local group, d, b = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 -- One ZADD per 1,000 pairs (inside Lua's unpack limit), not one each. LT:
 -- a sale stays filed under the earliest time, as acknowledgements may
@@ -21,13 +21,21 @@ for i = 4, 3 + 2 * d, 2000 do
   redis.call('ZADD', KEYS[2], 'LT', unpack(ARGV, i, math.min(i + 1999, 3 + 2 * d)))
 end
 for i = 4 + 2 * d, 3 + 2 * d + b do
-  -- Busy: its group is already past all it told (tell moved it), so its
-  -- own stream is read from the next round on. A pcall: the sale's key
-  -- is not declared, and its slot may have moved; it then stays armed,
-  -- and told here.
-  local r = redis.pcall('HDEL', ARGV[i], 'n')
-  if type(r) == 'number' then
-    redis.call('SADD', KEYS[3], ARGV[i])
+  -- Busy: its own stream is read from the next round on, past what it
+  -- told, which is all its stream holds past its group while it is armed
+  -- (see tell, the engine's lua/prelude.lua): the group moves to its end
+  -- first. Not when it is no longer armed: what its stream holds past the
+  -- group was not told. A pcall: the sale's key is not declared, and its
+  -- slot may have moved; it then stays armed, and told here.
+  local sale = ARGV[i]
+  local n = redis.pcall('HGET', sale, 'n')
+  if type(n) ~= 'table' then
+    local told_to = n and string.match(n, '^%S+ (%S+) %d+$')
+    if told_to then
+      redis.pcall('XGROUP', 'SETID', string.sub(sale, 1, -6) .. ':orders', told_to, '$')
+      redis.call('HDEL', sale, 'n')
+    end
+    redis.call('SADD', KEYS[3], sale)
   end
 end
 local first = 4 + 2 * d + b

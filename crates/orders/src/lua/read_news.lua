@@ -18,12 +18,13 @@
 -- stream, where one read serves many of its events and its purchases pay
 -- nothing to tell: a sale read to its end with fewer than QUIET entries is
 -- armed (`n`, see tell, crates/engine/src/lua/prelude.lua), its later
--- entries told through the ledger; one told more than ledger.rs's BUSY in
--- one read of the ledger is disarmed and put in the news set when
--- committed (ledger_done.lua), and stays there, read each round, until a
--- read finds it quiet again.
--- Cost: TIME, HSET, SPOP; per sale read XREADGROUP, HMGET (+HSET of the
--- batch, but none for a new sale's opening entry alone, +ZADD for a
+-- entries told through the ledger, and its stream not read while it stays
+-- armed (all it holds past the group was told); one told more than
+-- ledger.rs's BUSY in one read of the ledger is disarmed and put in the
+-- news set when committed (ledger_done.lua), and stays there, read each
+-- round, until a read finds it quiet again.
+-- Cost: TIME, HSET, SPOP; per sale HMGET, XREADGROUP unless armed (+HSET
+-- of the batch, but none for a new sale's opening entry alone, +ZADD for a
 -- purchase, +HDEL and HSET to arm or SADD when busy, +EXISTS on a cluster).
 local group, consumer, count = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local now = string.format('%d', now_ms())
@@ -57,8 +58,13 @@ for _, sale in ipairs(sales) do
   -- persister reads the sale again, from its master once the slot settled.
   -- One server has no slots to move.
   local r = cluster and redis.pcall('EXISTS', sale, stream, persisting)
+  -- Also says whether the sale is still there to arm.
+  local m
   if not (type(r) == 'table' and r.err) then
-    r = read(stream)
+    m = redis.call('HMGET', sale, 'payment_timeout', 'n', 'l')
+    -- Armed: all its stream holds past the group was told, and is read
+    -- from the ledger (see tell, crates/engine/src/lua/prelude.lua).
+    r = not (m[2] and string.find(m[2], '^%S+ %S+ %d+$')) and read(stream)
   end
   if type(r) == 'table' and r.err then
     if string.find(r.err, '^NOGROUP') and redis.call('EXISTS', sale) == 1 then
@@ -93,8 +99,6 @@ for _, sale in ipairs(sales) do
       out[#out + 1] = id
       out[#out + 1] = table.concat(lines, '\n')
     end
-    -- Also says whether the sale is still there to arm.
-    local m = redis.call('HMGET', sale, 'payment_timeout', 'n', 'l')
     local timeout = m[1]
     if first_buy and timeout then
       local at = tonumber(string.match(first_buy, '^(%d+)')) + tonumber(timeout) * 1000
