@@ -66,7 +66,7 @@ end
 -- all the stream holds past it was told (a read of an armed sale skips
 -- it: read_news.lua), and whatever disarms the sale moves the group past
 -- what it told first (disarm). Moving it at each purchase instead cost
--- that purchase an XGROUP SETID, ~6,400 instructions (lua-cost.sh). A
+-- that purchase an XGROUP SETID, ~6,300 instructions (lua-cost.sh). A
 -- pcall, because a ledger left on another node (the sale's slot moved)
 -- must not fail a purchase: the sale is disarmed instead, its group just
 -- before the entry, so the persisters' read of every sale on a change of
