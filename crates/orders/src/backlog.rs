@@ -261,9 +261,11 @@ pub async fn backlog(
     }))
 }
 
-/// The lowest entry id of sale `sale_id`'s stream not yet committed: the
-/// first of the oldest batch read, or the one after the last delivered.
-/// Entries below it are safe to drop. `None` if the group does not exist.
+/// The lowest entry id of sale `sale_id`'s stream not yet committed from
+/// it: the first of the oldest batch read, or the one after the last
+/// delivered (for an armed sale, the stream's last entry: what it told is
+/// committed from the ledger, which holds it). Entries below it are safe
+/// to drop. `None` if the group does not exist.
 pub(crate) async fn committed_floor(
     conn: &mut (impl ConnectionLike + Send + Sync),
     sale_id: &str,
@@ -326,9 +328,9 @@ pub(crate) async fn group_info(
     Ok(None)
 }
 
-/// Drops the entries of sale `sale`'s stream every persister has
-/// committed, and only those; the engine keeps those pending orders still
-/// live in.
+/// Drops the entries of sale `sale`'s stream below its committed floor
+/// (`committed_floor`), and only those; the engine keeps those pending
+/// orders still live in.
 pub(crate) async fn trim(
     engine: &Engine,
     conn: &mut (impl ConnectionLike + Send + Sync),

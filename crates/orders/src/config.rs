@@ -121,17 +121,19 @@ pub const GROUP: &str = "persister";
 /// What a persister and the sweeper send outside scripts, as `INFO
 /// commandstats` names them, for tools that measure what they cost Redis:
 /// deletes of committed batches, looks at batches in flight and at the
-/// readers, the group's state, trims and the expiry cursor before them,
+/// readers, the group's state (and an armed sale's last entry), trims and
+/// the expiry cursor before them,
 /// and the list of sales. The reads and sweeps are function calls
 /// (`lua/read_news.lua`, the engine's `expire`, counted as such); the
 /// `TIME` of a take-over and the ledgers' `XREADGROUP` are left out, as
 /// scripts send them too (an idle ledger's read costs a few µs a round; a
 /// busy sale is read by the script).
-pub const PLAIN_COMMANDS: [&str; 6] = [
+pub const PLAIN_COMMANDS: [&str; 7] = [
     "hdel",
     "hgetall",
     "xinfo|groups",
     "xtrim",
     "hget",
+    "xrevrange",
     "smembers",
 ];

@@ -48,8 +48,9 @@
 //!   (new and removed sales, each read once, which arms it) twice a
 //!   second, takes over ledger entries left unacknowledged at each
 //!   housekeeping, looks for abandoned batches of a sale's own stream
-//!   when another persister goes quiet, and reads every sale once per
-//!   `full_read` (5 min) as a safety net;
+//!   when another persister goes quiet, and reads every sale not armed
+//!   (and arms again every armed one) once per `full_read` (5 min) as a
+//!   safety net;
 //! - the sweeper expires, every 500 ms, what each master's due index lists
 //!   as due (one call per master), and sweeps every sale once per
 //!   [`FULL_SWEEP`];

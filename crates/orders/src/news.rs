@@ -257,10 +257,11 @@ impl Follower {
 }
 
 /// The last entry of sale hash `sale`'s stream `stream` when the sale is
-/// armed, else `None`: while it is armed, the engine's scripts leave the
-/// stream's group where the read that armed it left it and tell all that
-/// comes after (`tell`, the engine's `lua/prelude.lua`), so all of the
-/// stream counts as delivered; not armed, the group says how far.
+/// armed ("0-0" when a trim emptied it), else `None`: while it is armed,
+/// the engine's scripts leave the stream's group where the read that armed
+/// it left it and tell all that comes after (`tell`, the engine's
+/// `lua/prelude.lua`), so all of the stream counts as delivered; not
+/// armed, the group says how far.
 pub(crate) async fn armed_end(
     conn: &mut (impl ConnectionLike + Send + Sync),
     sale: &str,
@@ -274,7 +275,8 @@ pub(crate) async fn armed_end(
     if !n.as_deref().is_some_and(armed) {
         return Ok(None);
     }
-    Ok(StreamEntry::list(last)?.into_iter().next().map(|e| e.id))
+    let last = StreamEntry::list(last)?.into_iter().next();
+    Ok(Some(last.map_or_else(|| "0-0".to_owned(), |e| e.id)))
 }
 
 /// Whether field `n` of a sale hash arms it: `"<ledger> <group> <payment

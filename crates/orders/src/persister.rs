@@ -19,7 +19,9 @@
 //!   master, whatever the number of sales. A sale also is read from its
 //!   own stream once when it appears in the registry's log of changes,
 //!   which arms it, and every sale once per `full_read` (a safety net for
-//!   a signal lost with a master). What came from the ledger is
+//!   a signal lost with a master; an armed sale's stream is not read, as
+//!   all it holds past the group was told, but the sale is armed again on
+//!   its master's ledger). What came from the ledger is
 //!   acknowledged there once committed (`lua/ledger_done.lua`), which
 //!   files each sale told a purchase in the due index for the sweeper.
 //! - Taking over abandoned batches: ledger entries unacknowledged for

@@ -272,7 +272,7 @@ async fn a_ledger_no_master_names_any_more_is_drained() {
 
     // Armed on the ledger of a tag no master has now, as a slot moved
     // under a change of masters leaves it: the purchases are told there
-    // alone, the sale's group already past them.
+    // alone, and the sale's stream counts them delivered.
     let orphan = "seckill:{news:5}:ledger";
     let mut conn = engine.connection();
     let _: () = conn
@@ -399,7 +399,8 @@ async fn a_sale_disarmed_with_entries_still_in_the_ledger_counts_them() {
 /// What an armed sale told reaches SQL from the ledger alone: its stream's
 /// group stays where the arming read left it, a read of every sale skips
 /// the armed one, and a purchase the ledger refuses disarms it with the
-/// group just before that purchase, so its stream delivers only that.
+/// group just before that purchase, so its stream delivers only that; an
+/// armed sale's stream a trim emptied holds nothing unread.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_an_armed_sale_told_is_never_read_from_its_stream() {
     let rig = rig().await;
@@ -437,6 +438,20 @@ async fn what_an_armed_sale_told_is_never_read_from_its_stream() {
         .unwrap();
     drain(&mut heir, engine, &["q".to_owned()]).await;
     assert_persisted(engine, store, "q", 4).await;
+
+    // Armed again by that read, and told more; its stream emptied by a
+    // trim, as one is once every order of it expired: nothing is unread.
+    assert!(armed(engine, "q").await.is_some());
+    assert_eq!(buy(engine, Strategy::Atomic, "q", 2).await.len(), 2);
+    drain(&mut heir, engine, &["q".to_owned()]).await;
+    let _: i64 = conn
+        .xtrim(
+            "seckill:{sale:q}:orders",
+            redis::streams::StreamMaxlen::Equals(0),
+        )
+        .await
+        .unwrap();
+    assert_eq!(unpersisted(&mut conn, "q").await.unwrap(), 0);
 }
 
 /// A persister started now persists every order of `sales`, one each.
