@@ -13,7 +13,7 @@ use seckill_engine::{Engine, StreamEntry, entry_number, next_entry_id};
 use crate::config::GROUP;
 use crate::error::{Error, Result};
 use crate::ledger::told_entries;
-use crate::news::{MasterKeys, armed_end};
+use crate::news::{MasterKeys, armed_end, is_armed};
 
 /// The keys of a sale the persister works with.
 #[derive(Clone, Debug)]
@@ -86,7 +86,7 @@ async fn in_stream(conn: &mut (impl ConnectionLike + Send + Sync), sale_id: &str
     let keys = SaleStream::new(sale_id)?;
     Ok(match group_info(conn, &keys.stream).await? {
         Some(g) => {
-            let armed = armed_end(conn, &keys.sale, &keys.stream).await?.is_some();
+            let armed = is_armed(conn, &keys.sale).await?;
             let undelivered = match g.lag {
                 // What an armed sale appended is counted as told (`told`).
                 _ if armed => 0,

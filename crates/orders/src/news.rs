@@ -52,6 +52,7 @@
 //! touch both. Scripts find a sale's id in its hash key
 //! `seckill:{sale:<id>}:sale` (the engine's layout, `keys.rs`).
 
+use redis::AsyncCommands;
 use redis::aio::ConnectionLike;
 use seckill_engine::StreamEntry;
 use seckill_redis::{Master, Target, key_slot};
@@ -256,25 +257,29 @@ impl Follower {
     }
 }
 
+/// Whether sale hash `sale` is armed: while it is, the engine's scripts
+/// leave its stream's group where the read that armed it left it and tell
+/// all that comes after (`tell`, the engine's `lua/prelude.lua`), so all
+/// of the stream counts as delivered; not armed, the group says how far.
+pub(crate) async fn is_armed(
+    conn: &mut (impl ConnectionLike + Send + Sync),
+    sale: &str,
+) -> Result<bool> {
+    let n: Option<String> = conn.hget(sale, "n").await?;
+    Ok(n.as_deref().is_some_and(armed))
+}
+
 /// The last entry of sale hash `sale`'s stream `stream` when the sale is
-/// armed ("0-0" when a trim emptied it), else `None`: while it is armed,
-/// the engine's scripts leave the stream's group where the read that armed
-/// it left it and tell all that comes after (`tell`, the engine's
-/// `lua/prelude.lua`), so all of the stream counts as delivered; not
-/// armed, the group says how far.
+/// armed ("0-0" when a trim emptied it), else `None` (see `is_armed`).
 pub(crate) async fn armed_end(
     conn: &mut (impl ConnectionLike + Send + Sync),
     sale: &str,
     stream: &str,
 ) -> Result<Option<String>> {
-    let (n, last): (Option<String>, redis::Value) = redis::pipe()
-        .hget(sale, "n")
-        .xrevrange_count(stream, "+", "-", 1)
-        .query_async(conn)
-        .await?;
-    if !n.as_deref().is_some_and(armed) {
+    if !is_armed(conn, sale).await? {
         return Ok(None);
     }
+    let last: redis::Value = conn.xrevrange_count(stream, "+", "-", 1).await?;
     let last = StreamEntry::list(last)?.into_iter().next();
     Ok(Some(last.map_or_else(|| "0-0".to_owned(), |e| e.id)))
 }
