@@ -315,4 +315,84 @@ mod tests {
             "the writer was not granted"
         );
     }
+
+    /// A reader granted by a hand-off finds its grant by its record, not
+    /// by a scan of every reader; its release removes the record, and the
+    /// records keep their expiry. A resent acquire of a reader granted at
+    /// once, past 128 readers, still finds its grant by the scan.
+    #[tokio::test]
+    async fn a_reader_finds_its_grant_by_its_record_or_by_the_scan() {
+        let (_server, mut conn) = scratch().await;
+        let rw = ["readers", "writer", "fence", "queue", "waiters"];
+        let keys = family_keys("rw", "records", &rw);
+        let ask = |token: &'static str, kind: &'static str, wait: &'static str| {
+            [token, kind, "5000", wait, "ch"]
+        };
+        let write: Vec<i64> = call(&mut conn, "rw_acquire", &keys, &ask("w", "w", "0"))
+            .await
+            .unwrap();
+        let queued: Vec<i64> = call(&mut conn, "rw_acquire", &keys, &ask("q", "r", "9000"))
+            .await
+            .unwrap();
+        assert_eq!((write[0], queued[0]), (1, 0));
+        let id = format!("w:{}", write[1]);
+        let _: i64 = call(&mut conn, "rw_release", &keys, &[&id, "w"])
+            .await
+            .unwrap();
+        let record: String = redis::cmd("HGET")
+            .arg(&keys[4])
+            .arg("q")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let polled: Vec<i64> = call(&mut conn, "rw_poll", &keys, &["q", "r"])
+            .await
+            .unwrap();
+        assert_eq!((polled[0], format!("={}", polled[1])), (1, record));
+        let kept: i64 = redis::cmd("PTTL")
+            .arg(&keys[4])
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert!(kept > 0, "the records lost their expiry: {kept}");
+        let id = format!("q:{}", polled[1]);
+        let _: i64 = call(&mut conn, "rw_release", &keys, &[&id, "r"])
+            .await
+            .unwrap();
+        let left: i64 = redis::cmd("EXISTS")
+            .arg(&keys[4])
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(left, 0, "a released reader's record stayed");
+        const READERS: usize = 200;
+        let mut fences = Vec::new();
+        for i in 0..READERS {
+            let token = format!("r{i}");
+            let read: Vec<i64> = call(
+                &mut conn,
+                "rw_acquire",
+                &keys,
+                &[&token, "r", "5000", "0", "ch"],
+            )
+            .await
+            .unwrap();
+            fences.push(read[1]);
+        }
+        let again: Vec<i64> = call(
+            &mut conn,
+            "rw_acquire",
+            &keys,
+            &["r150", "r", "5000", "0", "ch"],
+        )
+        .await
+        .unwrap();
+        assert_eq!((again[0], again[1]), (1, fences[150]));
+        let count: usize = redis::cmd("ZCARD")
+            .arg(&keys[0])
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(count, READERS);
+    }
 }

@@ -7,16 +7,20 @@
 --   4 queue    list of waiters, oldest first, "<token>|<record>"
 --   5 waiters  hash token -> record
 --              "<lease ms>|<deadline ms>|<r or w>|<channel>": who still
---              waits (the queue and the records outlive the last deadline
---              by a bounded margin: keep_queue, queue.lua)
+--              waits; "=<fence>": a reader the hand-off granted, so that
+--              its re-check finds the grant without a scan (the reader's
+--              release removes it; the queue and the records outlive the
+--              last deadline by a bounded margin: keep_queue, queue.lua)
 -- Fences come from the server's clock in µs, or the last fence + 1 if
 -- that is larger: every grant's fence is above every earlier one's, and
 -- no key has to outlive the lock to keep it so (unless the server's clock
 -- is set back by more than the lock was idle).
 -- Writers go first: a reader enters only when no writer holds the lock
 -- and nobody waits, so a waiting writer stops new readers.
--- Cost: O(log r) for r readers, but O(r) for a reader to find its grant
--- past 128 (a scan: held); O(w) for the w waiters a hand-off serves.
+-- Cost: O(log r) for r readers, and O(1) for a waiter to find the grant a
+-- hand-off made it; O(r) past 128 readers only where a reader's grant has
+-- no record (a scan: held), as for a resent acquire; O(w) for the w
+-- waiters a hand-off serves.
 
 -- One call where the clock is ahead of the last fence (SET … GET), as it
 -- nearly always is; tidy sets the key's expiry after.
@@ -53,6 +57,23 @@ local function held(token, kind, ms)
     end
     return nil
   end
+  -- A reader granted by a hand-off has a record of its fence; a waiting
+  -- reader's record says it is not granted. A record whose grant ended is
+  -- removed, so that the waiter can queue again.
+  local record = redis.call('HGET', KEYS[5], token)
+  if record then
+    if string.sub(record, 1, 1) ~= '=' then
+      return nil
+    end
+    local fence = tonumber(string.sub(record, 2))
+    local score = redis.call('ZSCORE', KEYS[1], string.format('%s:%d', token, fence))
+    if score and tonumber(score) > ms then
+      return fence, tonumber(score) - ms
+    end
+    redis.call('HDEL', KEYS[5], token)
+    return nil
+  end
+  -- No record: granted at once, or by an earlier release of this library.
   -- One page holds every reader while they are few (a listpack); past
   -- 128, the scan goes on to its end or the token's grant.
   local cursor = '0'
@@ -89,8 +110,9 @@ end
 
 -- Serves the queue in order: a writer when nobody holds the lock, then
 -- stop; readers, as many in a row as wait, while no writer holds it.
--- Each served waiter costs LINDEX, LPOP, HDEL (which answers whether it
--- still waits), the grant and PUBLISH.
+-- Each served waiter costs LINDEX, LPOP, HDEL or HEXISTS (which answers
+-- whether it still waits), the grant and PUBLISH, and a reader the HSET
+-- of its grant's record.
 local function handoff(ms, us)
   while true do
     local head = redis.call('LINDEX', KEYS[4], 0)
@@ -116,12 +138,21 @@ local function handoff(ms, us)
       return
     else
       redis.call('LPOP', KEYS[4])
-      if redis.call('HDEL', KEYS[5], token) == 1 then
+      -- A reader's record is overwritten by its grant's, not deleted: the
+      -- last field's HDEL would drop the records' expiry with the key.
+      local waits
+      if kind == 'w' then
+        waits = redis.call('HDEL', KEYS[5], token) == 1
+      else
+        waits = redis.call('HEXISTS', KEYS[5], token) == 1
+      end
+      if waits then
         local fence = grant(token, kind, tonumber(lease), ms, us)
         redis.call('PUBLISH', channel, string.format('%s:%d', token, fence))
         if kind == 'w' then
           return
         end
+        redis.call('HSET', KEYS[5], token, string.format('=%d', fence))
       end
     end
   end

@@ -14,6 +14,8 @@ else
     released = 1
   end
   redis.call('ZREM', KEYS[1], id)
+  -- The record of a grant made by a hand-off (rw_common.lua).
+  redis.call('HDEL', KEYS[5], string.match(id, '^(.*):%d+$'))
 end
 prune(ms)
 handoff(ms, us)

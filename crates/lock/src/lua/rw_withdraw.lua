@@ -2,12 +2,13 @@
 -- the lock if it was granted meanwhile. Returns 1 if it had been granted.
 local token, kind = ARGV[1], ARGV[2]
 local ms, us = now()
+-- Asked before the record goes: a hand-off's grant is found by it.
+local fence = held(token, kind, ms)
 local record = redis.call('HGET', KEYS[5], token)
 if record then
   redis.call('LREM', KEYS[4], 1, token .. '|' .. record)
   redis.call('HDEL', KEYS[5], token)
 end
-local fence = held(token, kind, ms)
 if fence then
   local id = string.format('%s:%d', token, fence)
   if kind == 'w' then
