@@ -39,6 +39,7 @@ impl Locks {
                 format!("{base}:fence"),
                 format!("{base}:queue"),
                 format!("{base}:waiters"),
+                format!("{base}:granted"),
             ]),
             lease: DEFAULT_LEASE,
             watchdog: false,
@@ -82,8 +83,9 @@ impl Access {
 pub struct RwLock {
     locks: Locks,
     name: String,
-    /// readers, writer, fence, queue, waiters: the order every script expects.
-    keys: Arc<[String; 5]>,
+    /// readers, writer, fence, queue, waiters, granted: the order every
+    /// script expects.
+    keys: Arc<[String; 6]>,
     lease: Duration,
     watchdog: bool,
 }

@@ -288,7 +288,7 @@ mod tests {
         let keys = family_keys(
             "rw",
             "compat",
-            &["readers", "writer", "fence", "queue", "waiters"],
+            &["readers", "writer", "fence", "queue", "waiters", "granted"],
         );
         let read: Vec<i64> = call(
             &mut conn,
@@ -317,30 +317,40 @@ mod tests {
     }
 
     /// A reader granted by a hand-off finds its grant by its record, not
-    /// by a scan of every reader; its release removes the record, and the
-    /// records keep their expiry. A resent acquire of a reader granted at
-    /// once, past 128 readers, still finds its grant by the scan.
+    /// by a scan of every reader; the record goes with the grant (its
+    /// release, or its lease's end for a reader gone) and the records at
+    /// the latest with the longest lease they hold. A resent acquire of a
+    /// reader granted at once, past 128 readers, still finds its grant by
+    /// the scan.
     #[tokio::test]
     async fn a_reader_finds_its_grant_by_its_record_or_by_the_scan() {
         let (_server, mut conn) = scratch().await;
-        let rw = ["readers", "writer", "fence", "queue", "waiters"];
+        let rw = ["readers", "writer", "fence", "queue", "waiters", "granted"];
         let keys = family_keys("rw", "records", &rw);
-        let ask = |token: &'static str, kind: &'static str, wait: &'static str| {
-            [token, kind, "5000", wait, "ch"]
+        let ask = |token: &'static str, kind: &'static str, lease: &'static str| {
+            [
+                token,
+                kind,
+                lease,
+                if kind == "w" { "0" } else { "9000" },
+                "ch",
+            ]
         };
-        let write: Vec<i64> = call(&mut conn, "rw_acquire", &keys, &ask("w", "w", "0"))
+        let write: Vec<i64> = call(&mut conn, "rw_acquire", &keys, &ask("w", "w", "5000"))
             .await
             .unwrap();
-        let queued: Vec<i64> = call(&mut conn, "rw_acquire", &keys, &ask("q", "r", "9000"))
-            .await
-            .unwrap();
-        assert_eq!((write[0], queued[0]), (1, 0));
+        for (reader, lease) in [("q", "5000"), ("gone", "200")] {
+            let queued: Vec<i64> = call(&mut conn, "rw_acquire", &keys, &ask(reader, "r", lease))
+                .await
+                .unwrap();
+            assert_eq!(queued[0], 0);
+        }
         let id = format!("w:{}", write[1]);
         let _: i64 = call(&mut conn, "rw_release", &keys, &[&id, "w"])
             .await
             .unwrap();
         let record: String = redis::cmd("HGET")
-            .arg(&keys[4])
+            .arg(&keys[5])
             .arg("q")
             .query_async(&mut conn)
             .await
@@ -348,19 +358,30 @@ mod tests {
         let polled: Vec<i64> = call(&mut conn, "rw_poll", &keys, &["q", "r"])
             .await
             .unwrap();
-        assert_eq!((polled[0], format!("={}", polled[1])), (1, record));
+        assert_eq!((polled[0], polled[1].to_string()), (1, record));
         let kept: i64 = redis::cmd("PTTL")
-            .arg(&keys[4])
+            .arg(&keys[5])
             .query_async(&mut conn)
             .await
             .unwrap();
-        assert!(kept > 0, "the records lost their expiry: {kept}");
+        assert!(0 < kept && kept <= 5000, "the records kept for {kept} ms");
+        // "gone" never releases: its record goes when its lease ends.
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let _: Vec<i64> = call(&mut conn, "rw_poll", &keys, &["q", "r"])
+            .await
+            .unwrap();
+        let recorded: Vec<String> = redis::cmd("HKEYS")
+            .arg(&keys[5])
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(recorded, ["q"]);
         let id = format!("q:{}", polled[1]);
         let _: i64 = call(&mut conn, "rw_release", &keys, &[&id, "r"])
             .await
             .unwrap();
         let left: i64 = redis::cmd("EXISTS")
-            .arg(&keys[4])
+            .arg(&keys[5])
             .query_async(&mut conn)
             .await
             .unwrap();

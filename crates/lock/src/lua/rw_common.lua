@@ -7,10 +7,12 @@
 --   4 queue    list of waiters, oldest first, "<token>|<record>"
 --   5 waiters  hash token -> record
 --              "<lease ms>|<deadline ms>|<r or w>|<channel>": who still
---              waits; "=<fence>": a reader the hand-off granted, so that
---              its re-check finds the grant without a scan (the reader's
---              release removes it; the queue and the records outlive the
---              last deadline by a bounded margin: keep_queue, queue.lua)
+--              waits (the queue and the records outlive the last deadline
+--              by a bounded margin: keep_queue, queue.lua)
+--   6 granted  hash token -> fence of each reader a hand-off granted, so
+--              that a re-check finds the grant without a scan; a record
+--              goes with its grant (release, withdraw, prune) and the
+--              hash at the latest when the last lease it recorded ends
 -- Fences come from the server's clock in µs, or the last fence + 1 if
 -- that is larger: every grant's fence is above every earlier one's, and
 -- no key has to outlive the lock to keep it so (unless the server's clock
@@ -18,9 +20,11 @@
 -- Writers go first: a reader enters only when no writer holds the lock
 -- and nobody waits, so a waiting writer stops new readers.
 -- Cost: O(log r) for r readers, and O(1) for a waiter to find the grant a
--- hand-off made it; O(r) past 128 readers only where a reader's grant has
--- no record (a scan: held), as for a resent acquire; O(w) for the w
--- waiters a hand-off serves.
+-- hand-off made it; O(r) past 128 readers where a reader's grant has no
+-- record (a scan: held): a resent acquire granted at once, a grant whose
+-- record ended with an extended lease, or one an earlier release of this
+-- library made; O(w) for the w waiters a hand-off serves, O(e) for the e
+-- leases that ended since the last call.
 
 -- One call where the clock is ahead of the last fence (SET … GET), as it
 -- nearly always is; tidy sets the key's expiry after.
@@ -33,8 +37,23 @@ local function next_fence(us)
   return us
 end
 
+-- Readers whose lease ended go, and a hand-off's record of each with
+-- them: only one of a reader gone without its release is left to remove.
 local function prune(ms)
+  local ended = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ms)
+  if not ended[1] then
+    return
+  end
   redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ms)
+  local tokens = {}
+  for i, id in ipairs(ended) do
+    tokens[#tokens + 1] = string.match(id, '^(.*):%d+$')
+    -- Inside Lua's unpack limit.
+    if #tokens == 1000 or i == #ended then
+      redis.call('HDEL', KEYS[6], unpack(tokens))
+      tokens = {}
+    end
+  end
 end
 
 local function grant(token, kind, lease, ms, us)
@@ -57,23 +76,21 @@ local function held(token, kind, ms)
     end
     return nil
   end
-  -- A reader granted by a hand-off has a record of its fence; a waiting
-  -- reader's record says it is not granted. A record whose grant ended is
-  -- removed, so that the waiter can queue again.
-  local record = redis.call('HGET', KEYS[5], token)
-  if record then
-    if string.sub(record, 1, 1) ~= '=' then
-      return nil
-    end
-    local fence = tonumber(string.sub(record, 2))
-    local score = redis.call('ZSCORE', KEYS[1], string.format('%s:%d', token, fence))
+  -- A reader granted by a hand-off has a record of its fence (one whose
+  -- grant an earlier release's release ended is dropped); one still
+  -- waiting is not granted.
+  local fence = redis.call('HGET', KEYS[6], token)
+  if fence then
+    local score = redis.call('ZSCORE', KEYS[1], token .. ':' .. fence)
     if score and tonumber(score) > ms then
-      return fence, tonumber(score) - ms
+      return tonumber(fence), tonumber(score) - ms
     end
-    redis.call('HDEL', KEYS[5], token)
+    redis.call('HDEL', KEYS[6], token)
     return nil
   end
-  -- No record: granted at once, or by an earlier release of this library.
+  if redis.call('HEXISTS', KEYS[5], token) == 1 then
+    return nil
+  end
   -- One page holds every reader while they are few (a listpack); past
   -- 128, the scan goes on to its end or the token's grant.
   local cursor = '0'
@@ -110,14 +127,22 @@ end
 
 -- Serves the queue in order: a writer when nobody holds the lock, then
 -- stop; readers, as many in a row as wait, while no writer holds it.
--- Each served waiter costs LINDEX, LPOP, HDEL or HEXISTS (which answers
--- whether it still waits), the grant and PUBLISH, and a reader the HSET
--- of its grant's record.
+-- Each served waiter costs LINDEX, LPOP, HDEL (which answers whether it
+-- still waits), the grant and PUBLISH, and a reader the HSET of its
+-- grant's record; a hand-off that granted readers, PTTL and PEXPIRE of
+-- the records once.
 local function handoff(ms, us)
+  -- The records kept until the longest lease granted here ends.
+  local keep = 0
+  local function done()
+    if keep > 0 and redis.call('PTTL', KEYS[6]) < keep then
+      redis.call('PEXPIRE', KEYS[6], keep)
+    end
+  end
   while true do
     local head = redis.call('LINDEX', KEYS[4], 0)
     if not head then
-      return
+      return done()
     end
     -- The numbers first: a pattern that backtracks over the channel costs
     -- twice as much.
@@ -135,24 +160,17 @@ local function handoff(ms, us)
       redis.call('HDEL', KEYS[5], token)
     elseif redis.call('EXISTS', KEYS[2]) == 1
       or (kind == 'w' and redis.call('ZCARD', KEYS[1]) > 0) then
-      return
+      return done()
     else
       redis.call('LPOP', KEYS[4])
-      -- A reader's record is overwritten by its grant's, not deleted: the
-      -- last field's HDEL would drop the records' expiry with the key.
-      local waits
-      if kind == 'w' then
-        waits = redis.call('HDEL', KEYS[5], token) == 1
-      else
-        waits = redis.call('HEXISTS', KEYS[5], token) == 1
-      end
-      if waits then
+      if redis.call('HDEL', KEYS[5], token) == 1 then
         local fence = grant(token, kind, tonumber(lease), ms, us)
         redis.call('PUBLISH', channel, string.format('%s:%d', token, fence))
         if kind == 'w' then
-          return
+          return done()
         end
-        redis.call('HSET', KEYS[5], token, string.format('=%d', fence))
+        redis.call('HSET', KEYS[6], token, string.format('%d', fence))
+        keep = math.max(keep, tonumber(lease))
       end
     end
   end

@@ -15,7 +15,7 @@ else
   end
   redis.call('ZREM', KEYS[1], id)
   -- The record of a grant made by a hand-off (rw_common.lua).
-  redis.call('HDEL', KEYS[5], string.match(id, '^(.*):%d+$'))
+  redis.call('HDEL', KEYS[6], string.match(id, '^(.*):%d+$'))
 end
 prune(ms)
 handoff(ms, us)

@@ -2,7 +2,7 @@
 -- the lock if it was granted meanwhile. Returns 1 if it had been granted.
 local token, kind = ARGV[1], ARGV[2]
 local ms, us = now()
--- Asked before the record goes: a hand-off's grant is found by it.
+-- Asked while its record is there: a waiter's record spares held a scan.
 local fence = held(token, kind, ms)
 local record = redis.call('HGET', KEYS[5], token)
 if record then
@@ -15,6 +15,7 @@ if fence then
     redis.call('DEL', KEYS[2])
   else
     redis.call('ZREM', KEYS[1], id)
+    redis.call('HDEL', KEYS[6], token)
   end
 end
 prune(ms)
