@@ -359,12 +359,18 @@ mod tests {
             .await
             .unwrap();
         assert_eq!((polled[0], polled[1].to_string()), (1, record));
-        let kept: i64 = redis::cmd("PTTL")
-            .arg(&keys[5])
+        // Both read at one moment (MULTI).
+        let (readers, kept): (i64, i64) = redis::pipe()
+            .atomic()
+            .pttl(&keys[0])
+            .pttl(&keys[5])
             .query_async(&mut conn)
             .await
             .unwrap();
-        assert!(0 < kept && kept <= 5000, "the records kept for {kept} ms");
+        assert!(
+            0 < kept && kept == readers,
+            "records kept {kept} ms, readers {readers}"
+        );
         // "gone" never releases: its record goes when its lease ends.
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
         let _: Vec<i64> = call(&mut conn, "rw_poll", &keys, &["q", "r"])
@@ -415,5 +421,38 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(count, READERS);
+    }
+
+    /// A resent acquire whose first run queued its reader, which a
+    /// hand-off in the resend itself serves, answers that grant and takes
+    /// no second one.
+    #[tokio::test]
+    async fn a_resent_acquire_served_by_its_own_hand_off_takes_one_grant() {
+        let (_server, mut conn) = scratch().await;
+        let rw = ["readers", "writer", "fence", "queue", "waiters", "granted"];
+        let keys = family_keys("rw", "resent", &rw);
+        let write: Vec<i64> = call(
+            &mut conn,
+            "rw_acquire",
+            &keys,
+            &["w", "w", "200", "0", "ch"],
+        )
+        .await
+        .unwrap();
+        let read = ["r", "r", "5000", "9000", "ch"];
+        let queued: Vec<i64> = call(&mut conn, "rw_acquire", &keys, &read).await.unwrap();
+        assert_eq!((write[0], queued[0]), (1, 0));
+        // The writer's lease ends unreleased; the resend comes after.
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let again: Vec<i64> = call(&mut conn, "rw_acquire", &keys, &read).await.unwrap();
+        assert_eq!(again[0], 1);
+        let held: Vec<String> = redis::cmd("ZRANGE")
+            .arg(&keys[0])
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(held, [format!("r:{}", again[1])]);
     }
 }

@@ -5,11 +5,15 @@
 local token, kind, lease, wait = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local ms, us = now()
 prune(ms)
+-- Handed on before the look: a resend whose first run queued it may be
+-- the waiter this hand-off serves, and must find that grant, not take a
+-- second one below.
+handoff(ms, us)
 local fence, left = held(token, kind, ms)
 if fence then
+  tidy(ms)
   return {1, fence, left}
 end
-handoff(ms, us)
 -- Nobody waits (an empty list is no key) and no writer holds it.
 local free = redis.call('EXISTS', KEYS[4], KEYS[2]) == 0
 if free and (kind == 'r' or redis.call('ZCARD', KEYS[1]) == 0) then

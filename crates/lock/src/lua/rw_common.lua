@@ -11,8 +11,8 @@
 --              by a bounded margin: keep_queue, queue.lua)
 --   6 granted  hash token -> fence of each reader a hand-off granted, so
 --              that a re-check finds the grant without a scan; a record
---              goes with its grant (release, withdraw, prune) and the
---              hash at the latest when the last lease it recorded ends
+--              goes with its grant (release, withdraw, prune), and the
+--              hash expires with the readers (tidy)
 -- Fences come from the server's clock in µs, or the last fence + 1 if
 -- that is larger: every grant's fence is above every earlier one's, and
 -- no key has to outlive the lock to keep it so (unless the server's clock
@@ -20,10 +20,11 @@
 -- Writers go first: a reader enters only when no writer holds the lock
 -- and nobody waits, so a waiting writer stops new readers.
 -- Cost: O(log r) for r readers, and O(1) for a waiter to find the grant a
--- hand-off made it; O(r) past 128 readers where a reader's grant has no
--- record (a scan: held): a resent acquire granted at once, a grant whose
--- record ended with an extended lease, or one an earlier release of this
--- library made; O(w) for the w waiters a hand-off serves, O(e) for the e
+-- hand-off made it; but O(r) past 128 readers (a scan: held) for a token
+-- with no record, which nothing tells from one granted unrecorded: every
+-- acquire's first look (a resend's may find a grant made at once), and a
+-- waiter's re-check after an earlier release of this library's hand-off
+-- granted it. O(w) for the w waiters a hand-off serves, O(e) for the e
 -- leases that ended since the last call.
 
 -- One call where the clock is ahead of the last fence (SET … GET), as it
@@ -108,14 +109,15 @@ local function held(token, kind, ms)
   return nil
 end
 
--- Sets the readers' expiry to the last lease's end and the fence's to the
--- longest of readers, writer and queue.
+-- Sets the readers' expiry, and their records', to the last lease's end
+-- and the fence's to the longest of readers, writer and queue.
 local function tidy(ms)
   local keep = 0
   local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
   if last[2] then
     keep = math.max(1, tonumber(last[2]) - ms)
     redis.call('PEXPIRE', KEYS[1], keep)
+    redis.call('PEXPIRE', KEYS[6], keep)
   end
   keep = math.max(keep, redis.call('PTTL', KEYS[2]), redis.call('PTTL', KEYS[4]))
   if keep > 0 then
@@ -129,20 +131,12 @@ end
 -- stop; readers, as many in a row as wait, while no writer holds it.
 -- Each served waiter costs LINDEX, LPOP, HDEL (which answers whether it
 -- still waits), the grant and PUBLISH, and a reader the HSET of its
--- grant's record; a hand-off that granted readers, PTTL and PEXPIRE of
--- the records once.
+-- grant's record (whose expiry the caller's tidy sets).
 local function handoff(ms, us)
-  -- The records kept until the longest lease granted here ends.
-  local keep = 0
-  local function done()
-    if keep > 0 and redis.call('PTTL', KEYS[6]) < keep then
-      redis.call('PEXPIRE', KEYS[6], keep)
-    end
-  end
   while true do
     local head = redis.call('LINDEX', KEYS[4], 0)
     if not head then
-      return done()
+      return
     end
     -- The numbers first: a pattern that backtracks over the channel costs
     -- twice as much.
@@ -160,17 +154,16 @@ local function handoff(ms, us)
       redis.call('HDEL', KEYS[5], token)
     elseif redis.call('EXISTS', KEYS[2]) == 1
       or (kind == 'w' and redis.call('ZCARD', KEYS[1]) > 0) then
-      return done()
+      return
     else
       redis.call('LPOP', KEYS[4])
       if redis.call('HDEL', KEYS[5], token) == 1 then
         local fence = grant(token, kind, tonumber(lease), ms, us)
         redis.call('PUBLISH', channel, string.format('%s:%d', token, fence))
         if kind == 'w' then
-          return done()
+          return
         end
         redis.call('HSET', KEYS[6], token, string.format('%d', fence))
-        keep = math.max(keep, tonumber(lease))
       end
     end
   end

@@ -15,7 +15,10 @@ else
   end
   redis.call('ZREM', KEYS[1], id)
   -- The record of a grant made by a hand-off (rw_common.lua).
-  redis.call('HDEL', KEYS[6], string.match(id, '^(.*):%d+$'))
+  local token = string.match(id, '^(.*):%d+$')
+  if token then
+    redis.call('HDEL', KEYS[6], token)
+  end
 end
 prune(ms)
 handoff(ms, us)
