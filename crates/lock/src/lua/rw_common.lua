@@ -50,7 +50,7 @@ local function prune(ms)
   for i, id in ipairs(ended) do
     tokens[#tokens + 1] = string.match(id, '^(.*):%d+$')
     -- Inside Lua's unpack limit.
-    if #tokens == 1000 or i == #ended then
+    if #tokens == 1000 or (i == #ended and tokens[1]) then
       redis.call('HDEL', KEYS[6], unpack(tokens))
       tokens = {}
     end
