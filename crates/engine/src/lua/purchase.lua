@@ -10,10 +10,8 @@
 -- 'sold_out' | 'limit' | 'not_started' | 'ended' | 'no_sale'.
 -- Checks, in purchase_batch.lua's order: generation, request id, window, limit, stock.
 -- Cost: 3 redis.calls (HMGET, XADD, HSET; HMGET, HSET for a repeated
--- request id), +1 TIME with a start or end; +1
--- HGET the first time after a persister read the sale, and +2 more on a
--- sale it armed (HDEL, and tell's: prelude.lua); callgrind counts:
--- scripts/lua-cost.sh.
+-- request id), +1 TIME with a start or end, +1 on a sale a persister armed
+-- (tell's XADD: prelude.lua); callgrind counts: scripts/lua-cost.sh.
 local gen, user, req = ARGV[1], ARGV[2], ARGV[4]
 local qty = ARGV[3] == '1' and 1 or tonumber(ARGV[3])
 local limit = 0
@@ -24,14 +22,19 @@ end
 -- makes a purchase of its own, and never learns of this one's order.
 local req_field = req ~= '' and 'r:' .. user .. '/' .. req
 local bought_field = limit > 0 and 'u:' .. user
--- Only the fields this purchase needs: each costs ~600.
+-- Only the fields this purchase needs: each costs ~600. `n` says whether
+-- a persister armed the sale, and how to tell it (see tell, prelude.lua):
+-- read here, it costs a busy sale's purchase ~900 (its field absent) and
+-- spares a quiet one's a look of its own, which with the mark that told a
+-- purchase when to look (a field `q` each purchase wrote and the arming
+-- deleted) cost ~8,200 (lua-cost.sh, limit 1, armed: 98,593 to 90,387).
 local m
 if bought_field then
-  m = redis.call('HMGET', KEYS[1], 'gen', 'left', 'end', req_field or 'gen', bought_field)
+  m = redis.call('HMGET', KEYS[1], 'gen', 'left', 'end', 'n', req_field or 'gen', bought_field)
 elseif req_field then
-  m = redis.call('HMGET', KEYS[1], 'gen', 'left', 'end', req_field)
+  m = redis.call('HMGET', KEYS[1], 'gen', 'left', 'end', 'n', req_field)
 else
-  m = redis.call('HMGET', KEYS[1], 'gen', 'left', 'end')
+  m = redis.call('HMGET', KEYS[1], 'gen', 'left', 'end', 'n')
 end
 if m[1] ~= gen then
   return 'no_sale'
@@ -41,9 +44,9 @@ end
 -- retry follows an answer no replica confirmed, and may come on another
 -- connection: a WAIT counts only its connection's writes, so it confirms
 -- the order only after a write made after the order.
-if req_field and m[4] then
-  redis.call('HSET', KEYS[1], req_field, m[4])
-  return m[4]
+if req_field and m[5] then
+  redis.call('HSET', KEYS[1], req_field, m[5])
+  return m[5]
 end
 if ARGV[6] or m[3] ~= '0' then
   local now = now_ms()
@@ -54,7 +57,7 @@ if ARGV[6] or m[3] ~= '0' then
     return 'not_started'
   end
 end
-local bought = bought_field and tonumber(m[5] or '0') + qty
+local bought = bought_field and tonumber(m[6] or '0') + qty
 if bought and bought > limit then
   return 'limit'
 end
@@ -65,38 +68,24 @@ end
 -- Redis would write these numbers with '%.17g', far dearer than '%d'.
 left = string.format('%d', left)
 bought = bought and string.format('%d', bought)
--- Each write also writes 'q', which a persister deletes when it arms the
--- sale (see tell, prelude.lua): HSET counts the fields it added, and one
--- more than this purchase adds (a first buyer's count, a request id) means
--- 'q' was absent, so the sale may be armed, and `n` says. Armed, the
--- persisters are told and 'q' deleted again, so that the next purchase
--- looks too; not armed, 'q' stays, and the purchases after this one pay
--- nothing until a persister reads the sale. Refusals, most of a flash
--- sale's calls, pay nothing for it.
-local added = (bought and not m[5]) and 1 or 0
-local entry, now_added
+local entry
 if not req_field then
   entry = redis.call('XADD', KEYS[2], '*', 'b', gen, user, ARGV[3])
   if bought then
-    now_added = redis.call('HSET', KEYS[1], 'left', left, bought_field, bought, 'q', '1')
+    redis.call('HSET', KEYS[1], 'left', left, bought_field, bought)
   else
-    now_added = redis.call('HSET', KEYS[1], 'left', left, 'q', '1')
+    redis.call('HSET', KEYS[1], 'left', left)
   end
 else
   entry = redis.call('XADD', KEYS[2], '*', 'b', gen, user, ARGV[3] .. '|' .. req)
   local ref = entry .. '-0|' .. ARGV[3]
-  added = added + 1
   if bought then
-    now_added = redis.call('HSET', KEYS[1], 'left', left, bought_field, bought, req_field, ref, 'q', '1')
+    redis.call('HSET', KEYS[1], 'left', left, bought_field, bought, req_field, ref)
   else
-    now_added = redis.call('HSET', KEYS[1], 'left', left, req_field, ref, 'q', '1')
+    redis.call('HSET', KEYS[1], 'left', left, req_field, ref)
   end
 end
-if now_added > added then
-  local n = redis.call('HGET', KEYS[1], 'n')
-  if n then
-    redis.call('HDEL', KEYS[1], 'q')
-    tell(n, KEYS[1], KEYS[2], entry, { 'b', gen, user, req_field and ARGV[3] .. '|' .. req or ARGV[3] })
-  end
+if m[4] then
+  tell(m[4], KEYS[1], KEYS[2], entry, { 'b', gen, user, req_field and ARGV[3] .. '|' .. req or ARGV[3] })
 end
 return entry

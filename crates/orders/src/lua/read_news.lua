@@ -119,8 +119,8 @@ for _, sale in ipairs(sales) do
       if m[2] ~= armed or m[3] ~= KEYS[3] then
         redis.call('HSET', sale, 'n', armed, 'l', KEYS[3])
       end
-      -- An atomic purchase looks at `n` only once it finds 'q' absent
-      -- (purchase.lua).
+      -- An earlier release's atomic purchase looks at `n` only once it
+      -- finds 'q' absent (this release's reads `n` at once: purchase.lua).
       redis.call('HDEL', sale, 'q')
     end
   end
