@@ -97,8 +97,8 @@ pub(crate) fn check_sale_key(field: &'static str, id: &str) -> Result<()> {
 ///   the sale, the ledger each appended entry is also told to: `tell` in
 ///   `lua/prelude.lua`) and `q` (written by an earlier release's atomic
 ///   purchases, deleted when a persister arms the sale), and per buyer
-///   `u:<user>` (units held; only for sales with a limit) and per request id `r:<req>`
-///   (`<ms>-<n>-<i>|<qty>` of the order it bought);
+///   `u:<user>` (units held; only for sales with a limit) and per request
+///   id `r:<user>/<req>` (`<ms>-<n>-<i>|<qty>` of the order it bought);
 /// - `orders`: the stream of order events, which is also where a pending
 ///   order lives (see `event.rs`), opened at creation by an entry `o
 ///   <gen>` that carries no order (`lua/create_sale.lua`);

@@ -9,7 +9,7 @@
 --       "<qty>|<id>", order reference "<ms>-<n>-0|<qty>", then 'refusal'
 --       to stop after the read, as a refusal does.
 -- Returns the entry id, or 'sold_out' for a refusal.
-redis.call('HMGET', KEYS[1], 'gen', 'left', 'end', ARGV[3])
+redis.call('HMGET', KEYS[1], 'gen', 'left', 'end', 'n', ARGV[3])
 if ARGV[6] then
   return 'sold_out'
 end

@@ -22,12 +22,18 @@ end
 -- makes a purchase of its own, and never learns of this one's order.
 local req_field = req ~= '' and 'r:' .. user .. '/' .. req
 local bought_field = limit > 0 and 'u:' .. user
--- Only the fields this purchase needs: each costs ~600. `n` says whether
--- a persister armed the sale, and how to tell it (see tell, prelude.lua):
--- read here, it costs a busy sale's purchase ~900 (its field absent) and
--- spares a quiet one's a look of its own, which with the mark that told a
--- purchase when to look (a field `q` each purchase wrote and the arming
--- deleted) cost ~8,200 (lua-cost.sh, limit 1, armed: 98,593 to 90,387).
+-- Only the fields this purchase needs: each costs ~600, and a fifth makes
+-- the reply's table grow. `n` says whether a persister armed the sale, and
+-- how to tell it (see tell, prelude.lua). Read here, it spares a quiet
+-- sale's purchase the look of its own it took when a mark `q`, written by
+-- each purchase and deleted by the arming, said when to look (an HGET,
+-- and an HDEL to delete the mark again): 98,925 to 90,531 instructions
+-- (lua-cost.sh, limit 1, armed, one run). A busy sale's purchase pays the
+-- field and writes no mark (57,784 to 58,377 with no limit, 68,832 to
+-- 68,651 with limit 1); a refusal pays the field: 35,071 to 36,973 sold
+-- out, 41,713 to 42,877 over a limit, 36,933 to 39,086 for a repeated
+-- request id. Refusals are most of a hot sale's calls, but the service
+-- answers most sold-out ones from its marks without a call.
 local m
 if bought_field then
   m = redis.call('HMGET', KEYS[1], 'gen', 'left', 'end', 'n', req_field or 'gen', bought_field)

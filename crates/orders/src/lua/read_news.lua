@@ -120,7 +120,8 @@ for _, sale in ipairs(sales) do
         redis.call('HSET', sale, 'n', armed, 'l', KEYS[3])
       end
       -- An earlier release's atomic purchase looks at `n` only once it
-      -- finds 'q' absent (this release's reads `n` at once: purchase.lua).
+      -- finds 'q' absent (this release's reads `n` at once: purchase.lua);
+      -- this goes once no release that writes 'q' shares the server.
       redis.call('HDEL', sale, 'q')
     end
   end
