@@ -81,12 +81,12 @@ mod tests {
     /// A semaphore's keys, in the order its scripts take them.
     const SEMAPHORE: [&str; 4] = ["holders", "queue", "waiters", "limit"];
 
-    /// The keys `parts` of a `family` ("sem", "rw") primitive `name`, under
-    /// the prefix "t", as semaphore.rs and rwlock.rs name them.
     /// The read-write lock's keys, in the order its scripts take them
     /// (rwlock.rs).
     const RW: [&str; 6] = ["readers", "writer", "fence", "queue", "waiters", "granted"];
 
+    /// The keys `parts` of a `family` ("sem", "rw") primitive `name`, under
+    /// the prefix "t", as semaphore.rs and rwlock.rs name them.
     fn family_keys(family: &str, name: &str, parts: &[&str]) -> Vec<String> {
         parts
             .iter()
