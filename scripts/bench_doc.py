@@ -806,12 +806,28 @@ if spread:
     ratios = pair_ratios({r["case"]: r for r in spread})
     if len(ratios) > 1:
         ones = [r["redis_cpu_us_per_purchase"] for r in spread
-                if r["case"] == "one" or r["case"].startswith("one-") and is_repeat(r["case"])]
+                if r["case"] == "one" or r["case"].startswith("one-") and is_repeat(r["case"])
+                and "-pinned-" not in r["case"]]
         p(f"\nOne sale and 10,000 run back to back again, as runs of one case differ "
           f"(the one-sale runs took {num(min(ones), 1)} to {num(max(ones), 1)} µs a purchase): "
           f"× one sale over the {len(ratios)} pairs (the table's first): "
           f"{', '.join(f'{x:.2f}' for x in ratios)}; median {statistics.median(ratios):.2f}.")
     cases = {r["case"]: r for r in spread}
+    pinned = pair_ratios(cases, pinned=True)
+    if pinned:
+        costs = {kind: [r["redis_cpu_us_per_purchase"] for r in spread
+                        if r["case"].startswith(kind + "-pinned-")] for kind in ("one", "spread")}
+        p(f"\nThen {len(pinned)} pairs with redis-server on a core of its own "
+          "(`taskset -c 1`), serve and the buyers on the other, as a Redis with a host of its "
+          f"own runs: one sale {num(min(costs['one']), 1)} to {num(max(costs['one']), 1)} µs a "
+          f"purchase, 10,000 sales {num(min(costs['spread']), 1)} to "
+          f"{num(max(costs['spread']), 1)}; × one sale {', '.join(f'{x:.2f}' for x in pinned)}; "
+          f"median {statistics.median(pinned):.2f}"
+          + (". Sharing a core, what else runs there takes more from one sale's purchases, "
+             "whose keys the caches keep, than from the 10,000 sales', whose keys are cold "
+             "anyway, so the ratio reads lower on a shared core than on a core of Redis's own."
+             if len(ratios) > 1 and statistics.median(pinned) > statistics.median(ratios)
+             else "."))
     one_huge, spread_huge = cases.get("one-huge"), cases.get("spread-huge")
     if one_huge and spread_huge:
         p(f"\nThe pair once more with Redis's heap on transparent huge pages (`MALLOC_CONF="

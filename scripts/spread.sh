@@ -14,13 +14,14 @@
 # (`"background": false`): the purchases alone, over their window, so
 # what the background adds per purchase is the difference. Then one sale
 # and 10,000 four times more, back to back (cases one-2, spread-2, …,
-# one-5, spread-5), the pair again with Redis's heap on transparent huge
-# pages (one-huge, spread-huge), the 10,000 sales with a snapshot every
+# one-5, spread-5), three pairs with redis-server on a core of its own
+# (one-pinned-1, spread-pinned-1, …), the pair again with Redis's heap on
+# transparent huge pages (one-huge, spread-huge), the 10,000 sales with a snapshot every
 # 2 s on 4 KB pages and on huge pages (spread-fork, spread-fork-huge), and
 # a trickle: 100/s over the 10,000 sales for 20 s. One JSON line per case,
 # with each command's Redis time per purchase (`by_command`) and the
-# purchases' answer times. Needs redis-server, curl and python3; about
-# twenty minutes.
+# purchases' answer times. Needs redis-server, curl, python3 and, for the
+# pinned pairs, taskset and two cores; about thirty minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
@@ -34,26 +35,29 @@ SECONDS_RUN=${SECONDS_RUN:-30}
 # background and nothing is waited for after the purchases.
 run() {
   local name=$1 sales=$2 rate=$3 seconds=$4 alone=${5:-} rport web rpid background=()
-  local huge=() huge_flags=()
+  local huge=() huge_flags=() pin_redis=() pin_rest=()
   rport=$(free_port)
+  # A case named *-pinned-*: redis-server on the second core, serve and the
+  # buyers on the first, as a Redis with a host of its own runs.
+  if [[ $name == *-pinned-* ]]; then pin_redis=(taskset -c 1) pin_rest=(taskset -c 0); fi
   # A case named *-huge: Redis's heap on transparent huge pages (jemalloc
   # asks for them; Redis turns them off for itself unless told not to).
   if [[ $name == *-huge ]]; then huge=(MALLOC_CONF=thp:always) huge_flags=(--disable-thp no); fi
   # A case named *-fork*: the script asks for snapshots (BGSAVE) during the
   # purchases, written to $OUT.
-  env "${huge[@]}" redis-server --port "$rport" --save '' --appendonly no "${huge_flags[@]}" \
+  "${pin_redis[@]}" env "${huge[@]}" redis-server --port "$rport" --save '' --appendonly no "${huge_flags[@]}" \
     --dir "$OUT" --dbfilename "$name.rdb" --logfile "$OUT/redis-$name.log" &
   rpid=$!
   PIDS+=($rpid)
   for _ in $(seq 50); do redis-cli -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.1; done
   [ "$alone" = alone ] && background=(--no-background)
   web=$(free_port)
-  $S serve --listen 127.0.0.1:$web --redis-url redis://127.0.0.1:$rport/ --database-url "$OUT/$name.db" \
+  "${pin_rest[@]}" $S serve --listen 127.0.0.1:$web --redis-url redis://127.0.0.1:$rport/ --database-url "$OUT/$name.db" \
     --admin-token tok --buyer-auth body --rate-per-user 0 --rate-per-ip 0 "${background[@]}" >"$OUT/serve-$name.log" 2>&1 &
   local spid=$!
   PIDS+=($spid)
   for _ in $(seq 100); do curl -sf http://127.0.0.1:$web/healthz >/dev/null && break; sleep 0.1; done
-  python3 - "$web" "$sales" "$rate" "$seconds" "$rpid" "$OUT/$name.db" "$name" "$rport" "$alone" <<'PY'
+  "${pin_rest[@]}" python3 - "$web" "$sales" "$rate" "$seconds" "$rpid" "$OUT/$name.db" "$name" "$rport" "$alone" <<'PY'
 import http.client, json, os, random, sqlite3, subprocess, sys, threading, time
 web, sales, rate, seconds, rpid, db, name, rport, alone = sys.argv[1:10]
 sales, rate, seconds, rpid, alone = int(sales), int(rate), int(seconds), int(rpid), alone == "alone"
@@ -251,6 +255,16 @@ for i in 2 3 4 5; do
   run one-$i 1 "$RATE" "$SECONDS_RUN"
   run spread-$i 10000 "$RATE" "$SECONDS_RUN"
 done
+# Three pairs more with redis-server on a core of its own and the rest on
+# the other: on a shared core, what else runs there takes from the
+# caches and time of one sale's purchases more than from the 10,000
+# sales', whose keys are cold anyway, so the ratio reads lower there.
+if [ "$(nproc)" -ge 2 ]; then
+  for i in 1 2 3; do
+    run one-pinned-$i 1 "$RATE" "$SECONDS_RUN"
+    run spread-pinned-$i 10000 "$RATE" "$SECONDS_RUN"
+  done
+fi
 # The pair once more with Redis's heap on huge pages: how much of what
 # spreading adds is the processor finding 10,000 sales' memory through
 # 4 KB pages (its address translation) rather than work done.

@@ -292,7 +292,7 @@ local function expire_order(key, ref, gen, qty, user, cluster, batch)
     return 1
   end
   local event = { 'expired', gen, ref, value }
-  if not tell(m[3], key, nil, nil, event) then
+  if not tell(m[3], key, nil, nil, unpack(event)) then
     redis.call('XADD', base .. ':orders', '*', unpack(event))
   end
   return 1

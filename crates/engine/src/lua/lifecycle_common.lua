@@ -37,7 +37,7 @@ local function record(writes, event, n)
   if #writes > 0 then
     redis.call('HSET', KEYS[1], unpack(writes))
   end
-  if not tell(n, KEYS[1], KEYS[2], nil, event) then
+  if not tell(n, KEYS[1], KEYS[2], nil, unpack(event)) then
     redis.call('XADD', KEYS[2], '*', unpack(event))
   end
 end

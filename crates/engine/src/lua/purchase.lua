@@ -74,16 +74,17 @@ end
 -- Redis would write these numbers with '%.17g', far dearer than '%d'.
 left = string.format('%d', left)
 bought = bought and string.format('%d', bought)
-local entry
+-- The order's quantity, with its request id when it has one: the
+-- entry's value, and the ledger's when told.
+local value = req_field and ARGV[3] .. '|' .. req or ARGV[3]
+local entry = redis.call('XADD', KEYS[2], '*', 'b', gen, user, value)
 if not req_field then
-  entry = redis.call('XADD', KEYS[2], '*', 'b', gen, user, ARGV[3])
   if bought then
     redis.call('HSET', KEYS[1], 'left', left, bought_field, bought)
   else
     redis.call('HSET', KEYS[1], 'left', left)
   end
 else
-  entry = redis.call('XADD', KEYS[2], '*', 'b', gen, user, ARGV[3] .. '|' .. req)
   local ref = entry .. '-0|' .. ARGV[3]
   if bought then
     redis.call('HSET', KEYS[1], 'left', left, bought_field, bought, req_field, ref)
@@ -92,6 +93,6 @@ else
   end
 end
 if m[4] then
-  tell(m[4], KEYS[1], KEYS[2], entry, { 'b', gen, user, req_field and ARGV[3] .. '|' .. req or ARGV[3] })
+  tell(m[4], KEYS[1], KEYS[2], entry, 'b', gen, user, value)
 end
 return entry

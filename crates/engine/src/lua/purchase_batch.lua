@@ -130,7 +130,7 @@ if n == 0 then
   return answers
 end
 local entry = redis.call('XADD', KEYS[2], '*', unpack(event))
-tell(m[4], KEYS[1], KEYS[2], entry, event)
+tell(m[4], KEYS[1], KEYS[2], entry, unpack(event))
 answers[1] = entry
 for at, number in pairs(twins) do
   answers[at] = entry .. (ORDER_SUFFIX[number] or suffix(number)) .. sold[number]
