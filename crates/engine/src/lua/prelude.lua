@@ -57,13 +57,14 @@ end
 local ARMED, ARMED_COUNT, ARMED_MOST = {}, 0, 32
 
 -- Tells the persisters of an event of sale hash `sale`, whose fields are
--- the rest of the arguments (`...`): of entry `entry` just appended to its stream `stream`, or, with
--- no `entry`, of one the sale's stream need not hold (a settlement: the
--- sale's settled hash keeps the state, and only SQL must learn it). `n` is
--- the hash's field `n` as read (false when absent): a persister that read
--- the stream to its end arms the sale by writing there its master's
--- ledger, the group that reads the sale's stream and the sale's payment
--- timeout (s), as "<ledger> <group> <timeout>" (crates/orders/src/news.rs).
+-- the rest of the arguments (`...`): of entry `entry` just appended to its
+-- stream `stream`, or, with no `entry`, of one the sale's stream need not
+-- hold (a settlement: the sale's settled hash keeps the state, and only
+-- SQL must learn it). `n` is the hash's field `n` as read (false when
+-- absent): a persister that read the stream to its end arms the sale by
+-- writing there its master's ledger, the group that reads the sale's
+-- stream and the sale's payment timeout (s), as "<ledger> <group>
+-- <timeout>" (crates/orders/src/news.rs).
 -- An armed sale stays armed: each event is written to the ledger (a
 -- stream of the same master, by a tag chosen for it), as
 -- { sale, "<entry> <timeout>" or '*' (the ledger entry's own id), event … },
@@ -79,7 +80,7 @@ local ARMED, ARMED_COUNT, ARMED_MOST = {}, 0, 32
 -- before the entry, so the persisters' read of every sale on a change of
 -- masters (and their slow full read) delivers it and arms the sale on its
 -- master. Returns whether the event was told.
--- What `n` names is read once per distinct `n` (ARMED, below): matched
+-- What `n` names is read once per distinct `n` (ARMED, above): matched
 -- at each call, it cost an armed purchase ~4,000 instructions, and a table
 -- of the event, unpacked here, ~2,000 more (lua-cost.sh, limit 1, armed:
 -- 90,480 to 84,520 with purchase.lua passing its fields, one run).
