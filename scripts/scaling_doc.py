@@ -289,7 +289,7 @@ if idle or spread:
         # is higher (a plan must not fall short).
         ratios = pair_ratios(spread)
         pinned = pair_ratios(spread, pinned=True)
-        plan = max([statistics.median(ratios)] + ([statistics.median(pinned)] if pinned else []))
+        plan = max(statistics.median(r) for r in (ratios, pinned) if r)
         p(f"Per purchase, bought, persisted, expired unpaid and its expiry persisted, at "
           f"{num(one['purchases_per_s'])}/s: {num(one['redis_cpu_us_per_purchase'], 1)} µs of "
           f"redis-server CPU into one sale, {num(many['redis_cpu_us_per_purchase'], 1)} µs "
