@@ -53,7 +53,8 @@ for i = 1, last, 4 do
     out[n + 1], out[n + 3] = 0, math.ceil(new_tat - limit)
   else
     tat = new_tat
-    redis.call('SET', KEYS[k], store(tat), 'PX', math.max(1, math.ceil(tat / 1000)))
+    -- The expiry as a string, cheaper for the server (sem_common.lua).
+    redis.call('SET', KEYS[k], store(tat), 'PX', string.format('%d', math.max(1, math.ceil(tat / 1000))))
     out[n + 1], out[n + 3] = 1, 0
   end
   out[n + 2] = math.max(0, math.floor((limit - tat) / interval + 1e-9))

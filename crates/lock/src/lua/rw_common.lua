@@ -27,6 +27,8 @@
 -- granted it. O(w) for the w waiters a hand-off serves, O(e) for the e
 -- leases that ended since the last call.
 
+-- Numbers go to redis.call as strings, as sem_common.lua says why.
+
 -- One call where the clock is ahead of the last fence (SET … GET), as it
 -- nearly always is; tidy sets the key's expiry after.
 local function next_fence(us)
@@ -41,11 +43,12 @@ end
 -- Readers whose lease ended go, and a hand-off's record of each with
 -- them: only one of a reader gone without its release is left to remove.
 local function prune(ms)
-  local ended = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ms)
+  local bound = string.format('%d', ms)
+  local ended = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', bound)
   if not ended[1] then
     return
   end
-  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ms)
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', bound)
   local tokens = {}
   for i, id in ipairs(ended) do
     tokens[#tokens + 1] = string.match(id, '^(.*):%d+$')
@@ -63,7 +66,7 @@ local function grant(token, kind, lease, ms, us)
   if kind == 'w' then
     redis.call('SET', KEYS[2], id, 'PX', lease)
   else
-    redis.call('ZADD', KEYS[1], ms + lease, id)
+    redis.call('ZADD', KEYS[1], string.format('%d', ms + lease), id)
   end
   return fence
 end
@@ -113,15 +116,16 @@ end
 -- and the fence's to the longest of readers, writer and queue.
 local function tidy(ms)
   local keep = 0
-  local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+  local last = redis.call('ZRANGE', KEYS[1], '-1', '-1', 'WITHSCORES')
   if last[2] then
     keep = math.max(1, tonumber(last[2]) - ms)
-    redis.call('PEXPIRE', KEYS[1], keep)
-    redis.call('PEXPIRE', KEYS[6], keep)
+    local ttl = string.format('%d', keep)
+    redis.call('PEXPIRE', KEYS[1], ttl)
+    redis.call('PEXPIRE', KEYS[6], ttl)
   end
   keep = math.max(keep, redis.call('PTTL', KEYS[2]), redis.call('PTTL', KEYS[4]))
   if keep > 0 then
-    redis.call('PEXPIRE', KEYS[3], keep)
+    redis.call('PEXPIRE', KEYS[3], string.format('%d', keep))
   else
     redis.call('DEL', KEYS[3])
   end
@@ -176,7 +180,7 @@ local function next_end(ms)
   if writer > 0 then
     return writer
   end
-  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  local first = redis.call('ZRANGE', KEYS[1], '0', '0', 'WITHSCORES')
   if first[2] then
     return math.max(0, tonumber(first[2]) - ms)
   end

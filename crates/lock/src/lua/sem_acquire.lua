@@ -23,7 +23,7 @@ end
 if present < 2 or (redis.call('ZCARD', KEYS[1]) < lim and handoff(now, lim, nil, live)) then
   local held = redis.call('ZCARD', KEYS[1])
   if held + n <= lim then
-    grant(token, n, lease, now, held)
+    grant(token, n, ARGV[3], now, held)
     if live then
       keep_limit()
     end

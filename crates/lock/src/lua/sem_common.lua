@@ -27,20 +27,31 @@ local function limit(default)
   return tonumber(set or default), set ~= false
 end
 
+-- Numbers go to redis.call as strings, written by string.format('%d'):
+-- the server turns a Lua number argument into text with "%.17g", ~1,500
+-- instructions more a number (callgrind); and a lease that came as a
+-- string is passed on as one.
+
 -- Permits whose lease ended return: their holder is gone or late.
 local function prune(now)
-  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%d', now))
 end
 
 -- Grants `n` permits to `token` among `held` others, in one ZADD, and
--- keeps the holders at least until this lease ends.
+-- keeps the holders at least until this lease ends (`lease`: ms, a
+-- number or the string it came as).
 local function grant(token, n, lease, now, held)
-  local members = {}
-  for i = 1, n do
-    members[#members + 1] = now + lease
-    members[#members + 1] = token .. ':' .. i
+  local ends = string.format('%d', now + lease)
+  if n == 1 then
+    redis.call('ZADD', KEYS[1], ends, token .. ':1')
+  else
+    local members = {}
+    for i = 1, n do
+      members[#members + 1] = ends
+      members[#members + 1] = string.format('%s:%d', token, i)
+    end
+    redis.call('ZADD', KEYS[1], unpack(members))
   end
-  redis.call('ZADD', KEYS[1], unpack(members))
   if held == 0 then
     redis.call('PEXPIRE', KEYS[1], lease)
   else
@@ -95,16 +106,16 @@ local function handoff(now, lim, default, fixed)
   while true do
     -- The numbers first: a pattern that backtracks over the channel costs
     -- twice as much.
-    local token, lease, deadline, need, channel = string.match(entry, '^([^|]*)|(%d+)|(%d+)|(%d+)|(.*)$')
+    local token, lease, deadline, wants, channel = string.match(entry, '^([^|]*)|(%d+)|(%d+)|(%d+)|(.*)$')
     if not token then
       -- A bare token, queued by an earlier release of this library (two
       -- can share a server: library.rs), whose queue held only tokens: its
       -- record, in the waiters, was "<channel>|<lease>|<deadline>|<permits>".
       token = entry
-      channel, lease, deadline, need = string.match(redis.call('HGET', KEYS[3], token) or '', '^(.*)|(%d+)|(%d+)|(%d+)$')
+      channel, lease, deadline, wants = string.match(redis.call('HGET', KEYS[3], token) or '', '^(.*)|(%d+)|(%d+)|(%d+)$')
     end
     -- No record (need nil): the waiter left.
-    need = tonumber(need)
+    local need = tonumber(wants)
     if not need or tonumber(deadline) <= now then
       redis.call('HDEL', KEYS[3], token)
     elseif fixed and need > lim then
@@ -123,10 +134,10 @@ local function handoff(now, lim, default, fixed)
         return done(false)
       end
     elseif redis.call('HDEL', KEYS[3], token) == 1 then
-      grant(token, need, tonumber(lease), now, held)
+      grant(token, need, lease, now, held)
       granted = true
       held = held + need
-      redis.call('PUBLISH', channel, token .. ':' .. need)
+      redis.call('PUBLISH', channel, token .. ':' .. wants)
       if held >= lim then
         return done(false)
       end
@@ -140,7 +151,7 @@ end
 
 -- Milliseconds until the first lease ends (a permit may return then), or -1.
 local function next_end(now)
-  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  local first = redis.call('ZRANGE', KEYS[1], '0', '0', 'WITHSCORES')
   if first[2] then
     return math.max(0, tonumber(first[2]) - now)
   end
