@@ -33,15 +33,19 @@ PIDS+=($PRPID)
 for _ in $(seq 50); do redis-cli -p "$PRPORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
 # The server's CPU time (user + system, /proc/PID/stat) around each run:
 # Redis runs on one core, so its CPU per operation bounds what any client
-# can reach, and noise barely moves it.
-with_cpu() { # WHO PRIMITIVE MODE CONNECTIONS COMMAND…: runs COMMAND, notes the server's CPU
-  local who=$1 p=$2 m=$3 c=$4 before after
+# can reach, and noise barely moves it. And the client's (this shell's
+# finished children, fields 16 and 17): the clients share the machine's
+# cores with the server, so the two together bound it too.
+with_cpu() { # WHO PRIMITIVE MODE CONNECTIONS COMMAND…: runs COMMAND, notes its and the server's CPU
+  local who=$1 p=$2 m=$3 c=$4 before after mine
   shift 4
   before=$(cpu_ticks "$PRPID")
+  mine=$(awk '{print $16 + $17}' /proc/$$/stat)
   "$@"
   after=$(cpu_ticks "$PRPID")
-  awk -v w="$who" -v p="$p" -v m="$m" -v c="$c" -v t=$((after - before)) -v hz="$TICK" \
-    'BEGIN { printf "{\"who\":\"%s\",\"primitive\":\"%s\",\"mode\":\"%s\",\"connections\":\"%s\",\"redis_cpu_s\":%.3f}\n", w, p, m, c, t / hz }' \
+  mine=$(($(awk '{print $16 + $17}' /proc/$$/stat) - mine))
+  awk -v w="$who" -v p="$p" -v m="$m" -v c="$c" -v t=$((after - before)) -v k="$mine" -v hz="$TICK" -v n="$(nproc)" \
+    'BEGIN { printf "{\"who\":\"%s\",\"primitive\":\"%s\",\"mode\":\"%s\",\"connections\":\"%s\",\"redis_cpu_s\":%.3f,\"client_cpu_s\":%.3f,\"cores\":%d}\n", w, p, m, c, t / hz, k / hz, n }' \
     >>"$OUT/siblings-cpu.jsonl"
 }
 # `own`: 32 clients with a connection each, as 32 processes would have;
@@ -66,6 +70,8 @@ with_cpu floor ping $FLOOR_N own redis-benchmark -p "$PRPORT" -c 32 -P 1 -n $FLO
 redis-cli -p "$PRPORT" FUNCTION LOAD REPLACE "#!lua name=floor
 redis.register_function('floor_one', function() return 1 end)" >/dev/null
 with_cpu floor fcall $FLOOR_N own redis-benchmark -p "$PRPORT" -c 32 -P 1 -n $FLOOR_N -q fcall floor_one 0 >/dev/null
+# The same call as the `shared` runs send theirs: one connection, 32 in flight.
+with_cpu floor fcall $FLOOR_N shared redis-benchmark -p "$PRPORT" -c 1 -P 32 -n $FLOOR_N -q fcall floor_one 0 >/dev/null
 
 step "bench: all strategies"
 mkdir -p docs/img

@@ -116,6 +116,66 @@ p("\n`hot` is bound by latency: every acquisition needs round trips in series th
   "acquisition with `counter` work). `spread` is bound by Redis, so it is compared "
   "with `redis-benchmark`'s own SET NX PX rate counted as pairs.\n")
 
+def machine(cpu, peers, floor_runs, round_trips):
+    """The table of what the machine's cores allow the sibling runs: the
+    server's and the client's CPU together, against a floor of function
+    calls sent by redis-benchmark."""
+    full = [r for r in lines("siblings-cpu.jsonl") if "client_cpu_s" in r]
+    if not full:
+        return
+    cores = full[0]["cores"]
+    client = {(r["who"], r["primitive"], r["mode"], r["connections"]): r["client_cpu_s"]
+              for r in full}
+    # Server and client CPU of one function-call round trip, sent as the
+    # `own` runs send (32 connections, one in flight each) or as the
+    # `shared` ones (one connection, 32 in flight).
+    call = {conns: (r["redis_cpu_s"] + r["client_cpu_s"]) * 1e6 / int(r["mode"])
+            for (prim, conns), r in floor_runs.items() if prim == "fcall" and "client_cpu_s" in r}
+    p("### What the machine's cores allow\n")
+    p(f"Here the server and the clients share this machine's {cores} cores, so the CPU "
+      "of both per operation (the server's as above, the client's its user + system "
+      "time around the run) bounds the operations per second as well: no more than "
+      f"{cores} cores' time a second. Twice the peer's rate leaves each operation "
+      f"{cores} × 1,000,000 µs ÷ (2 × the peer's operations per second) of CPU, server "
+      "and client together. The floor is the fewest round trips an operation takes "
+      "(as above) times the CPU of a round trip that calls a function that only "
+      "returns 1, server and client together, sent by `redis-benchmark` (a client in "
+      "C that does nothing else) as the run sends its own: `-c 32 -P 1` for the `own` "
+      "rows"
+      + (f" ({call['own']:.1f} µs)" if "own" in call else "") +
+      ", `-c 1 -P 32` for the `shared` ones"
+      + (f" ({call['shared']:.1f} µs)" if "shared" in call else "") +
+      ". Where the CPU left per operation is below that floor (over 100 % of the "
+      "machine at the floor), twice the peer's rate is out of reach on this machine "
+      "for any client whose operations are function calls, sent as these runs send "
+      "them; the peers' own operations are commands and scripts of the same kind.\n")
+    rows = []
+    for r in lines("siblings.jsonl"):
+        prim = r.get("primitive", "mutex")
+        conns = r.get("connections", "own")
+        key = (prim, r["mode"], conns)
+        ops = r.get("operations", r.get("acquisitions"))
+        peer = peers.get(key)
+        ours = [cpu.get(("ours",) + key), client.get(("ours",) + key)]
+        theirs = [cpu.get(("peer",) + key), client.get(("peer",) + key)]
+        if None in ours or not ops or not peer or None in theirs or not peer["operations"]:
+            continue
+        our_us = sum(ours) * 1e6 / ops
+        peer_us = sum(theirs) * 1e6 / peer["operations"]
+        twice = 2 * peer["operations_per_s"]
+        left = cores * 1e6 / twice
+        floor = round_trips[prim] * call[conns] if conns in call else None
+        rows.append([prim, r["mode"], conns, num(our_us, 1), num(peer_us, 1), num(twice),
+                     num(left, 1), num(floor, 1),
+                     num(100 * floor / left if floor else None),
+                     num(100 * our_us / left)])
+    p(table(["primitive", "mode", "connections", "our cpu µs per op (server + client)",
+             "peer cpu µs per op (server + client)", "2× peer ops/s",
+             "cpu µs per op that leaves", "floor µs per op",
+             "at the floor, % of the machine", "at our cost, % of the machine"], rows))
+    p("")
+
+
 # --- the lock's siblings beside their peers
 if lines("siblings.jsonl"):
     p("## The lock's siblings beside their Node peers\n")
@@ -173,8 +233,10 @@ if lines("siblings.jsonl"):
            for r in lines("siblings-cpu.jsonl")}
     # The server's CPU for one round trip of a bare PING, and of a function
     # call that only returns 1 (the records' mode is the round trips).
-    floors = {r["primitive"]: r["redis_cpu_s"] * 1e6 / int(r["mode"])
-              for r in lines("siblings-cpu.jsonl") if r["who"] == "floor"}
+    floor_runs = {(r["primitive"], r.get("connections", "own")): r
+                  for r in lines("siblings-cpu.jsonl") if r["who"] == "floor"}
+    floors = {prim: r["redis_cpu_s"] * 1e6 / int(r["mode"])
+              for (prim, conns), r in floor_runs.items() if conns == "own"}
     floor_us, call_us = floors.get("ping"), floors.get("fcall")
     # The fewest round trips an operation can take: take and give back;
     # one decision for a rate limit.
@@ -246,6 +308,7 @@ if lines("siblings.jsonl"):
                  "at a function call's floor, % of a core",
                  "at our cost outside commands, % of a core"], rows))
         p("")
+        machine(cpu, peers, floor_runs, round_trips)
 
 # --- sales
 p("## Sales: `seckill bench`\n")
