@@ -378,3 +378,51 @@ async fn a_sweep_tells_more_than_an_entry_takes_in_several() {
         .collect();
     assert_eq!(refs, [1_000, 1]);
 }
+
+/// More sales armed than `tell` keeps what their `n` names for (32,
+/// prelude.lua): each purchase, of a sale whose `n` was kept or of one
+/// read afresh at each call, is told to the ledger with its own sale's
+/// payment timeout, twice over.
+#[tokio::test]
+async fn purchases_past_the_kept_armings_are_told_with_their_own_timeout() {
+    const SALES: usize = 40;
+    let server = RedisServer::start().unwrap();
+    let engine = Engine::connect(&server.url()).await.unwrap();
+    let ledger = "seckill:{news:0}:ledger:2";
+    let mut conn = engine.connection();
+    for i in 0..SALES {
+        let id = format!("s{i}");
+        engine.create_sale(&SaleSpec::new(&id, 2)).await.unwrap();
+        // A timeout of its own makes each sale's `n` distinct.
+        let armed = format!("{ledger} persister {}", 100 + i);
+        let _: () = redis::AsyncCommands::hset(
+            &mut conn,
+            format!("seckill:{{sale:{id}}}:sale"),
+            "n",
+            armed,
+        )
+        .await
+        .unwrap();
+    }
+    for round in 0..2 {
+        for i in 0..SALES {
+            buy(&engine, &format!("s{i}"), &format!("u{round}")).await;
+        }
+    }
+    let entries: redis::streams::StreamRangeReply =
+        redis::AsyncCommands::xrange_all(&mut conn, ledger)
+            .await
+            .unwrap();
+    let mut told = vec![0; SALES];
+    for entry in &entries.ids {
+        for i in 0..SALES {
+            let Some(at) = entry.map.get(&format!("seckill:{{sale:s{i}}}:sale")) else {
+                continue;
+            };
+            let at: String = redis::from_redis_value_ref(at).unwrap();
+            assert!(at.ends_with(&format!(" {}", 100 + i)), "s{i} told as {at}");
+            told[i] += 1;
+        }
+    }
+    assert_eq!(told, vec![2; SALES], "each purchase told once");
+}
