@@ -145,7 +145,8 @@ def machine(cpu, peers, floor_runs, round_trips):
       + (f" ({call['own']:.1f} µs)" if "own" in call else "") +
       ", `-c 1 -P 32` for the `shared` ones"
       + (f" ({call['shared']:.1f} µs)" if "shared" in call else "") +
-      ". Where the CPU left per operation is below that floor (over 100 % of the "
+      "; none for the shared rate limiter, whose decisions asked at once go in one "
+      "call. Where the CPU left per operation is below that floor (over 100 % of the "
       "machine at the floor), twice the peer's rate is out of reach on this machine "
       "for any client whose operations are function calls, sent as these runs send "
       "them; the peers' own operations are commands and scripts of the same kind.\n")
@@ -164,7 +165,10 @@ def machine(cpu, peers, floor_runs, round_trips):
         peer_us = sum(theirs) * 1e6 / peer["operations"]
         twice = 2 * peer["operations_per_s"]
         left = cores * 1e6 / twice
-        floor = round_trips[prim] * call[conns] if conns in call else None
+        # One Locks batches the rate decisions asked at once into a call:
+        # a call per decision is no floor under it.
+        batched = prim == "ratelimit" and conns == "shared"
+        floor = round_trips[prim] * call[conns] if conns in call and not batched else None
         rows.append([prim, r["mode"], conns, num(our_us, 1), num(peer_us, 1), num(twice),
                      num(left, 1), num(floor, 1),
                      num(100 * floor / left if floor else None),

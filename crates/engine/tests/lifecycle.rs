@@ -385,6 +385,7 @@ async fn a_sweep_tells_more_than_an_entry_takes_in_several() {
 /// payment timeout, twice over.
 #[tokio::test]
 async fn purchases_past_the_kept_armings_are_told_with_their_own_timeout() {
+    // Above ARMED_MOST, so that some are read afresh at each call.
     const SALES: usize = 40;
     let server = RedisServer::start().unwrap();
     let engine = Engine::connect(&server.url()).await.unwrap();

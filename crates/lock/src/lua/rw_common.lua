@@ -27,7 +27,8 @@
 -- granted it. O(w) for the w waiters a hand-off serves, O(e) for the e
 -- leases that ended since the last call.
 
--- Numbers go to redis.call as strings, as sem_common.lua says why.
+-- On the common paths numbers go to redis.call as strings (why:
+-- sem_common.lua).
 
 -- One call where the clock is ahead of the last fence (SET … GET), as it
 -- nearly always is; tidy sets the key's expiry after.

@@ -27,10 +27,10 @@ local function limit(default)
   return tonumber(set or default), set ~= false
 end
 
--- Numbers go to redis.call as strings, written by string.format('%d'):
--- the server turns a Lua number argument into text with "%.17g", ~1,500
--- instructions more a number (callgrind); and a lease that came as a
--- string is passed on as one.
+-- On the paths every grant and release takes, numbers go to redis.call
+-- as strings, written by string.format('%d'): the server turns a Lua
+-- number argument into text with "%.17g", ~1,500 instructions more for
+-- each (callgrind); and a lease that came as a string is passed on as one.
 
 -- Permits whose lease ended return: their holder is gone or late.
 local function prune(now)
