@@ -116,6 +116,22 @@ p("\n`hot` is bound by latency: every acquisition needs round trips in series th
   "acquisition with `counter` work). `spread` is bound by Redis, so it is compared "
   "with `redis-benchmark`'s own SET NX PX rate counted as pairs.\n")
 
+def of_op(r, field):
+    """A figure of a sibling run, whose field names an `operation`, or for
+    the mutex an `acquisition`."""
+    return r.get(field.format("operation"), r.get(field.format("acquisition")))
+
+
+def sibling_runs(peers):
+    """Each sibling run as (run, primitive, connections, key, the peer's run
+    with that key or None)."""
+    for r in lines("siblings.jsonl"):
+        prim = r.get("primitive", "mutex")
+        conns = r.get("connections", "own")
+        key = (prim, r["mode"], conns)
+        yield r, prim, conns, key, peers.get(key)
+
+
 def machine(cpu, peers, floor_runs, round_trips):
     """The table of what the machine's cores allow the sibling runs: the
     server's and the client's CPU together, against a floor of function
@@ -151,12 +167,8 @@ def machine(cpu, peers, floor_runs, round_trips):
       "for any client whose operations are function calls, sent as these runs send "
       "them; the peers' own operations are commands and scripts of the same kind.\n")
     rows = []
-    for r in lines("siblings.jsonl"):
-        prim = r.get("primitive", "mutex")
-        conns = r.get("connections", "own")
-        key = (prim, r["mode"], conns)
-        ops = r.get("operations", r.get("acquisitions"))
-        peer = peers.get(key)
+    for r, prim, conns, key, peer in sibling_runs(peers):
+        ops = of_op(r, "{}s")
         ours = [cpu.get(("ours",) + key), client.get(("ours",) + key)]
         theirs = [cpu.get(("peer",) + key), client.get(("peer",) + key)]
         if None in ours or not ops or not peer or None in theirs or not peer["operations"]:
@@ -205,21 +217,13 @@ if lines("siblings.jsonl"):
       "Redis µs is the `usec` of `INFO commandstats` per operation (ours: the "
       "function calls; theirs: every command, script calls and the commands inside "
       "them, so theirs is counted high).\n")
-    def of_op(r, field):
-        """A figure of a sibling run, whose field names an `operation`, or for
-        the mutex an `acquisition`."""
-        return r.get(field.format("operation"), r.get(field.format("acquisition")))
-
     peers = {(r["primitive"], r["mode"], r.get("connections", "own")): r
              for r in lines("peers.jsonl")}
     rows = []
-    for r in lines("siblings.jsonl"):
-        prim = r.get("primitive", "mutex")
+    for r, prim, conns, _, peer in sibling_runs(peers):
         ops = of_op(r, "{}s_per_s")
         ok = r.get("ok", r.get("counter_ok"))
         redis_us = of_op(r, "redis_us_per_{}")
-        conns = r.get("connections", "own")
-        peer = peers.get((prim, r["mode"], conns))
         rows.append([prim, r["mode"], conns, num(ops), num(r["wait_p99_ms"], 2),
                      num(r.get("handoff_p99_ms"), 3), num(redis_us, 2), "ok" if ok else "WRONG",
                      peer["peer"] if peer else "–",
@@ -277,14 +281,11 @@ if lines("siblings.jsonl"):
           "costs the server a message the peers' polling waiters do not get: the "
           "notification.\n")
         rows = []
-        for r in lines("siblings.jsonl"):
-            prim = r.get("primitive", "mutex")
+        for r, prim, conns, key, peer in sibling_runs(peers):
             ops = of_op(r, "{}s")
             redis_us = of_op(r, "redis_us_per_{}")
-            conns = r.get("connections", "own")
-            ours = cpu.get(("ours", prim, r["mode"], conns))
-            peer = peers.get((prim, r["mode"], conns))
-            theirs = cpu.get(("peer", prim, r["mode"], conns))
+            ours = cpu.get(("ours",) + key)
+            theirs = cpu.get(("peer",) + key)
             if ours is None or not ops:
                 continue
             per_op = ours * 1e6 / ops
