@@ -416,13 +416,13 @@ async fn purchases_past_the_kept_armings_are_told_with_their_own_timeout() {
             .unwrap();
     let mut told = vec![0; SALES];
     for entry in &entries.ids {
-        for i in 0..SALES {
+        for (i, count) in told.iter_mut().enumerate() {
             let Some(at) = entry.map.get(&format!("seckill:{{sale:s{i}}}:sale")) else {
                 continue;
             };
             let at: String = redis::from_redis_value_ref(at).unwrap();
             assert!(at.ends_with(&format!(" {}", 100 + i)), "s{i} told as {at}");
-            told[i] += 1;
+            *count += 1;
         }
     }
     assert_eq!(told, vec![2; SALES], "each purchase told once");
