@@ -37,14 +37,14 @@ for _ in $(seq 50); do redis-cli -p "$PRPORT" ping >/dev/null 2>&1 && break; sle
 # finished children, fields 16 and 17): the clients share the machine's
 # cores with the server, so the two together bound it too.
 with_cpu() { # WHO PRIMITIVE MODE CONNECTIONS COMMAND…: runs COMMAND, notes its and the server's CPU
-  local who=$1 p=$2 m=$3 c=$4 before after mine
+  local who=$1 p=$2 m=$3 c=$4 before after client
   shift 4
   before=$(cpu_ticks "$PRPID")
-  mine=$(awk '{print $16 + $17}' /proc/$$/stat)
+  client=$(awk '{print $16 + $17}' /proc/$$/stat)
   "$@"
   after=$(cpu_ticks "$PRPID")
-  mine=$(($(awk '{print $16 + $17}' /proc/$$/stat) - mine))
-  awk -v w="$who" -v p="$p" -v m="$m" -v c="$c" -v t=$((after - before)) -v k="$mine" -v hz="$TICK" -v n="$(nproc)" \
+  client=$(($(awk '{print $16 + $17}' /proc/$$/stat) - client))
+  awk -v w="$who" -v p="$p" -v m="$m" -v c="$c" -v t=$((after - before)) -v k="$client" -v hz="$TICK" -v n="$(nproc)" \
     'BEGIN { printf "{\"who\":\"%s\",\"primitive\":\"%s\",\"mode\":\"%s\",\"connections\":\"%s\",\"redis_cpu_s\":%.3f,\"client_cpu_s\":%.3f,\"cores\":%d}\n", w, p, m, c, t / hz, k / hz, n }' \
     >>"$OUT/siblings-cpu.jsonl"
 }

@@ -42,13 +42,15 @@ end
 -- number or the string it came as).
 local function grant(token, n, lease, now, held)
   local ends = string.format('%d', now + lease)
+  -- One permit, the usual ask: no table, and no number joined to the
+  -- token (Lua writes it with "%.14g", ~2,000 instructions).
   if n == 1 then
     redis.call('ZADD', KEYS[1], ends, token .. ':1')
   else
     local members = {}
     for i = 1, n do
       members[#members + 1] = ends
-      members[#members + 1] = string.format('%s:%d', token, i)
+      members[#members + 1] = token .. ':' .. i
     end
     redis.call('ZADD', KEYS[1], unpack(members))
   end
