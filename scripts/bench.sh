@@ -50,7 +50,7 @@ with_cpu() { # WHO PRIMITIVE MODE CONNECTIONS COMMAND…: runs COMMAND, notes it
 }
 # `own`: 32 clients with a connection each, as 32 processes would have;
 # `shared`: 32 tasks of one process on one connection (ours: one `Locks`,
-# its calls pipelined and rate decisions batched; theirs: one ioredis
+# the calls its tasks ask at once batched into one; theirs: one ioredis
 # connection with auto-pipelining).
 for c in own shared; do for m in hot spread; do for p in mutex semaphore rwlock ratelimit; do
   with_cpu ours $p $m $c $S lock-bench --redis-url "redis://127.0.0.1:$PRPORT/" --primitive $p --mode $m \
@@ -70,8 +70,6 @@ with_cpu floor ping $FLOOR_N own redis-benchmark -p "$PRPORT" -c 32 -P 1 -n $FLO
 redis-cli -p "$PRPORT" FUNCTION LOAD REPLACE "#!lua name=floor
 redis.register_function('floor_one', function() return 1 end)" >/dev/null
 with_cpu floor fcall $FLOOR_N own redis-benchmark -p "$PRPORT" -c 32 -P 1 -n $FLOOR_N -q fcall floor_one 0 >/dev/null
-# The same call as the `shared` runs send theirs: one connection, 32 in flight.
-with_cpu floor fcall $FLOOR_N shared redis-benchmark -p "$PRPORT" -c 1 -P 32 -n $FLOOR_N -q fcall floor_one 0 >/dev/null
 
 step "bench: all strategies"
 mkdir -p docs/img

@@ -143,10 +143,11 @@ def machine(cpu, peers, floor_runs, round_trips):
     client = {(r["who"], r["primitive"], r["mode"], r["connections"]): r["client_cpu_s"]
               for r in full}
     # Server and client CPU of one function-call round trip, sent as the
-    # `own` runs send (32 connections, one in flight each) or as the
-    # `shared` ones (one connection, 32 in flight).
-    call = {conns: (r["redis_cpu_s"] + r["client_cpu_s"]) * 1e6 / int(r["mode"])
-            for (prim, conns), r in floor_runs.items() if prim == "fcall" and "client_cpu_s" in r}
+    # `own` runs send (32 connections, one in flight each).
+    call = next((
+        (r["redis_cpu_s"] + r["client_cpu_s"]) * 1e6 / int(r["mode"])
+        for (prim, conns), r in floor_runs.items()
+        if prim == "fcall" and conns == "own" and "client_cpu_s" in r), None)
     p("### What the machine's cores allow\n")
     p(f"Here the server and the clients share this machine's {cores} cores, so the CPU "
       "of both per operation (the server's as above, the client's its user + system "
@@ -156,12 +157,9 @@ def machine(cpu, peers, floor_runs, round_trips):
       "and client together. The floor is the fewest round trips an operation takes "
       "(as above) times the CPU of a round trip that calls a function that only "
       "returns 1, server and client together, sent by `redis-benchmark` (a client in "
-      "C that does nothing else) as the run sends its own: `-c 32 -P 1` for the `own` "
-      "rows"
-      + (f" ({call['own']:.1f} µs)" if "own" in call else "") +
-      ", `-c 1 -P 32` for the `shared` ones"
-      + (f" ({call['shared']:.1f} µs)" if "shared" in call else "") +
-      "; none for the shared rate limiter, whose decisions asked at once go in one "
+      "C that does nothing else) as the `own` runs send their own, `-c 32 -P 1`"
+      + (f" ({call:.1f} µs)" if call else "") +
+      "; none for the `shared` rows, whose calls asked at once go as one function "
       "call. Where the CPU left per operation is below that floor (over 100 % of the "
       "machine at the floor), twice the peer's rate is out of reach on this machine "
       "for any client whose operations are function calls, sent as these runs send "
@@ -177,10 +175,9 @@ def machine(cpu, peers, floor_runs, round_trips):
         peer_us = sum(theirs) * 1e6 / peer["operations"]
         twice = 2 * peer["operations_per_s"]
         left = cores * 1e6 / twice
-        # One Locks batches the rate decisions asked at once into a call:
-        # a call per decision is no floor under it.
-        batched = prim == "ratelimit" and conns == "shared"
-        floor = round_trips[prim] * call[conns] if conns in call and not batched else None
+        # One Locks batches the calls its tasks ask at once into one: a
+        # call per round trip is no floor under the shared rows.
+        floor = round_trips[prim] * call if call and conns == "own" else None
         rows.append([prim, r["mode"], conns, num(our_us, 1), num(peer_us, 1), num(twice),
                      num(left, 1), num(floor, 1),
                      num(100 * floor / left if floor else None),
@@ -208,8 +205,9 @@ if lines("siblings.jsonl"):
       "`scripts/peers/bench.mjs` as `lock-bench` runs ours: 32 clients, on one name "
       "(`hot`) or one each (`spread`), each with a connection of its own, as 32 "
       "processes would have (`own`), or all 32 tasks of one process on one "
-      "connection (`shared`: ours one `Locks`, its calls pipelined and the rate "
-      "limiter's decisions asked at once batched into one call; theirs one ioredis "
+      "connection (`shared`: ours one `Locks`, the calls its tasks ask at once "
+      "batched into one function call, acquires with acquires and releases with "
+      "releases, and rate decisions with rate decisions; theirs one ioredis "
       "connection with auto-pipelining); a semaphore of 4 "
       "permits, a rate of 1,000 a second with a burst of 1,000, and each run's "
       "promise checked on what its clients saw (`check`: holders within the "

@@ -50,5 +50,18 @@ pub enum Error {
     },
 }
 
+impl Error {
+    /// What a request batched with others (see `Coalescer::ask`) gets when
+    /// no answer came within one call's time.
+    pub(crate) fn unanswered(what: &str) -> Self {
+        let timeout = seckill_redis::RESPONSE_TIMEOUT;
+        redis::RedisError::from(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("the {what} had no answer within {timeout:?}"),
+        ))
+        .into()
+    }
+}
+
 /// Result alias for this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

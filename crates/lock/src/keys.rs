@@ -1,4 +1,5 @@
 use std::fmt::Write;
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 
@@ -9,13 +10,17 @@ pub const DEFAULT_PREFIX: &str = "seckill:lock";
 /// Longest lock name accepted, in bytes.
 pub const MAX_NAME_LEN: usize = 512;
 
+/// The four keys of a lock or a semaphore, in the order its functions
+/// take them.
+pub(crate) type FourKeys = Arc<[String; 4]>;
+
 /// The Redis keys behind one lock name. The name sits in a `{hash tag}` so
 /// all four keys map to one cluster slot and a script may touch them together.
 #[derive(Debug)]
 pub(crate) struct Keys {
     pub name: String,
     /// lock, fence, queue, waiters: the order every script expects.
-    pub all: [String; 4],
+    pub all: FourKeys,
 }
 
 impl Keys {
@@ -24,12 +29,12 @@ impl Keys {
         let lock = format!("{prefix}:{{{name}}}");
         Ok(Self {
             name: name.to_owned(),
-            all: [
+            all: Arc::new([
                 lock.clone(),
                 format!("{lock}:fence"),
                 format!("{lock}:queue"),
                 format!("{lock}:waiters"),
-            ],
+            ]),
         })
     }
 }

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use seckill_redis::{Coalescer, CoalescerConfig, Conn, RESPONSE_TIMEOUT};
+use seckill_redis::{Coalescer, CoalescerConfig, Conn};
 
 use crate::error::{Error, Result};
 use crate::keys;
@@ -179,13 +179,7 @@ impl RateLimits {
             Some(batches) => batches.ask(ask).await,
             None => decide(self.conn.clone(), vec![ask]).await.pop(),
         };
-        answer.unwrap_or_else(|| {
-            Err(redis::RedisError::from(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                format!("the rate limiter had no answer within {RESPONSE_TIMEOUT:?}"),
-            ))
-            .into())
-        })
+        answer.unwrap_or_else(|| Err(Error::unanswered("rate limiter")))
     }
 }
 

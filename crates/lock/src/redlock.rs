@@ -81,7 +81,7 @@ impl Quorum {
                             .map_ok(Conn::from)
                     })
                     .await?;
-                run::<T>(&mut conn.clone(), script, keys, args).await
+                run::<T, _>(&mut conn.clone(), script, keys, args).await
             };
             match tokio::time::timeout(self.node_timeout, call).await {
                 Ok(Ok(value)) => Some(value),

@@ -16,6 +16,8 @@ pub(crate) static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
         .group(include_str!("lua/common.lua"), |lock| {
             lock.function("acquire", &[include_str!("lua/acquire.lua")])
                 .function("release", &[include_str!("lua/release.lua")])
+                .function("acquire_many", &[include_str!("lua/acquire_many.lua")])
+                .function("release_many", &[include_str!("lua/release_many.lua")])
                 .function("extend", &[include_str!("lua/extend.lua")])
                 .function("poll", &[include_str!("lua/poll.lua")])
                 .function("withdraw", &[include_str!("lua/withdraw.lua")])
@@ -26,6 +28,14 @@ pub(crate) static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
             sem.function("sem_acquire", &[include_str!("lua/sem_acquire.lua")])
                 .function("sem_poll", &[include_str!("lua/sem_poll.lua")])
                 .function("sem_release", &[include_str!("lua/sem_release.lua")])
+                .function(
+                    "sem_acquire_many",
+                    &[include_str!("lua/sem_acquire_many.lua")],
+                )
+                .function(
+                    "sem_release_many",
+                    &[include_str!("lua/sem_release_many.lua")],
+                )
                 .function("sem_extend", &[include_str!("lua/sem_extend.lua")])
                 .function("sem_withdraw", &[include_str!("lua/sem_withdraw.lua")])
                 .function("sem_set_limit", &[include_str!("lua/sem_set_limit.lua")])
@@ -51,25 +61,30 @@ pub(crate) static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
 });
 
 /// Runs the lock's function `name` on `keys` with `args` over `conn`.
-pub(crate) async fn run<T: redis::FromRedisValue>(
+pub(crate) async fn run<T: redis::FromRedisValue, A: redis::ToRedisArgs>(
     conn: &mut Conn,
     name: &str,
     keys: &Keys,
-    args: &[&str],
+    args: &[A],
 ) -> redis::RedisResult<T> {
-    call(conn, name, &keys.all, args).await
+    call(conn, name, &keys.all[..], args).await
 }
 
 /// Runs function `name` of the library on any `keys` with `args`.
-pub(crate) async fn call<T: redis::FromRedisValue>(
+pub(crate) async fn call<T, K, A>(
     conn: &mut Conn,
     name: &str,
-    keys: &[String],
-    args: &[&str],
-) -> redis::RedisResult<T> {
+    keys: &[K],
+    args: &[A],
+) -> redis::RedisResult<T>
+where
+    T: redis::FromRedisValue,
+    K: redis::ToRedisArgs,
+    A: redis::ToRedisArgs,
+{
     let mut call = LIBRARY.call(name, keys);
     for arg in args {
-        call.arg(*arg);
+        call.arg(arg);
     }
     call.invoke(conn).await
 }

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::holding::{Holding, LostSignal, Renewable};
-use crate::keys;
+use crate::keys::{self, FourKeys};
 use crate::lease::{MAX_WAIT, millis, valid_until};
 use crate::locks::{DEFAULT_LEASE, Locks, check_lease};
 use crate::queue::{OnDrop, Queue, too_many, wait_turn};
@@ -91,7 +91,7 @@ pub struct Semaphore {
     locks: Locks,
     name: String,
     /// holders, queue, waiters, limit: the order every script expects.
-    keys: Arc<[String; 4]>,
+    keys: FourKeys,
     permits: Arc<AtomicU64>,
     lease: Duration,
     watchdog: bool,
@@ -152,13 +152,12 @@ impl Semaphore {
         self.check(n)?;
         let token = keys::token();
         let asked = Instant::now();
-        let args = self.acquire_args(&token, n, Duration::ZERO);
-        let answer: Vec<i64> = self.call("sem_acquire", &args).await?;
-        if answer[0] == -2 {
-            return Err(too_many(&self.name, answer.get(1).copied().unwrap_or(0)));
+        let answer = self.take(&token, n, Duration::ZERO).await?;
+        let at = |i: usize| answer.get(i).copied().unwrap_or(0);
+        if at(0) == -2 {
+            return Err(too_many(&self.name, at(1)));
         }
-        let left = ms(answer.get(2).copied().unwrap_or(0));
-        Ok((answer[0] == 1).then(|| self.permits_of(&token, n, asked, left)))
+        Ok((at(0) == 1).then(|| self.permits_of(&token, n, asked, ms(at(2)))))
     }
 
     /// Waits up to `timeout` for `n` permits, in arrival order: a waiter
@@ -200,15 +199,19 @@ impl Semaphore {
         Ok(())
     }
 
-    fn acquire_args(&self, token: &str, n: u64, wait: Duration) -> [String; 6] {
-        [
+    /// `sem_acquire`: takes `n` permits for `token`, or queues for up to
+    /// `wait` (zero: does not queue); batched on one server.
+    async fn take(&self, token: &str, n: u64, wait: Duration) -> Result<Vec<i64>> {
+        let single = self.locks.single();
+        let args = vec![
             token.to_owned(),
             n.to_string(),
             millis(self.lease).to_string(),
             millis(wait).to_string(),
-            self.locks.single().notifier().channel().to_owned(),
+            single.notifier().channel().to_owned(),
             self.permits().to_string(),
-        ]
+        ];
+        single.batches().sem_acquire.ask(&self.keys, args).await
     }
 
     fn permits_of(&self, token: &str, n: u64, asked: Instant, left: Duration) -> Vec<Permit> {
@@ -221,8 +224,7 @@ impl Semaphore {
     }
 
     async fn call<T: redis::FromRedisValue>(&self, name: &str, args: &[String]) -> Result<T> {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        Ok(call(&mut self.locks.single().conn(), name, &self.keys[..], &args).await?)
+        Ok(call(&mut self.locks.single().conn(), name, &self.keys[..], args).await?)
     }
 }
 
@@ -246,9 +248,10 @@ impl Renewable for Semaphore {
     }
 
     async fn release(&self, permit: &str) -> Result<bool> {
-        let args = [permit.to_owned(), self.permits().to_string()];
-        let returned: i64 = self.call("sem_release", &args).await?;
-        Ok(returned == 1)
+        let args = vec![permit.to_owned(), self.permits().to_string()];
+        let batches = self.locks.single().batches();
+        let returned = batches.sem_release.ask(&self.keys, args).await?;
+        Ok(returned.first() == Some(&1))
     }
 }
 
@@ -303,8 +306,7 @@ impl Queue for Waiter<'_> {
     }
 
     async fn enqueue(&self, wait: Duration) -> Result<Vec<i64>> {
-        let args = self.semaphore.acquire_args(self.token, self.n, wait);
-        self.semaphore.call("sem_acquire", &args).await
+        self.semaphore.take(self.token, self.n, wait).await
     }
 
     async fn poll(&self) -> Result<Vec<i64>> {

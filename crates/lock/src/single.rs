@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use seckill_redis::{Conn, Target};
 
+use crate::batch::Batches;
 use crate::error::{Error, Result};
 use crate::keys::Keys;
 use crate::lease::{MAX_WAIT, millis, remaining, valid_until};
@@ -20,13 +21,20 @@ const MAX_POLL_GAP: Duration = Duration::from_secs(1);
 pub(crate) struct Single {
     conn: Conn,
     notifier: Notifier,
+    /// The busiest calls, batched on one server (boxed: the largest part).
+    batches: Box<Batches>,
 }
 
 impl Single {
     pub async fn connect(target: &Target, channel: String) -> Result<Self> {
         let conn = target.connect().await?;
         let notifier = Notifier::start(target.clone(), channel).await?;
-        Ok(Self { conn, notifier })
+        let batches = Box::new(Batches::start(&conn));
+        Ok(Self {
+            conn,
+            notifier,
+            batches,
+        })
     }
 
     pub fn conn(&self) -> Conn {
@@ -39,19 +47,18 @@ impl Single {
         &self.notifier
     }
 
+    /// Its busiest calls, batched on one server.
+    pub fn batches(&self) -> &Batches {
+        &self.batches
+    }
+
     pub async fn try_grant(
         &self,
         keys: &Keys,
         token: &str,
         lease: Duration,
     ) -> Result<Option<u64>> {
-        let (granted, value): (i64, i64) = run(
-            &mut self.conn(),
-            "acquire",
-            keys,
-            &[token, &millis(lease).to_string(), "0", ""],
-        )
-        .await?;
+        let (granted, value) = self.take(keys, token, lease, Duration::ZERO).await?;
         Ok((granted == 1).then_some(value as u64))
     }
 
@@ -72,7 +79,8 @@ impl Single {
         // grant to this token could arrive: such messages are checked.
         let mut renewed = false;
         let mut asked = Instant::now();
-        let (mut state, mut value) = self.enqueue(keys, token, lease, timeout).await?;
+        let wait = timeout.max(Duration::from_millis(1));
+        let (mut state, mut value) = self.take(keys, token, lease, wait).await?;
         if state == 1 {
             return Ok((value as u64, valid_until(asked, lease, lease)));
         }
@@ -123,7 +131,8 @@ impl Single {
                 renewed = true;
                 let left = deadline.saturating_duration_since(Instant::now());
                 asked = Instant::now();
-                (state, value) = self.enqueue(keys, token, lease, left).await?;
+                let wait = left.max(Duration::from_millis(1));
+                (state, value) = self.take(keys, token, lease, wait).await?;
                 if state == 1 {
                     return Ok((value as u64, valid_until(asked, lease, lease)));
                 }
@@ -131,7 +140,9 @@ impl Single {
         }
     }
 
-    async fn enqueue(
+    /// `acquire.lua`: takes the lock, or queues for up to `wait` (zero:
+    /// does not queue); in a batch on one server.
+    async fn take(
         &self,
         keys: &Keys,
         token: &str,
@@ -139,17 +150,23 @@ impl Single {
         wait: Duration,
     ) -> Result<(i64, i64)> {
         let args = [
-            token,
-            &millis(lease).to_string(),
-            &millis(wait).max(1).to_string(),
-            self.notifier.channel(),
+            token.to_owned(),
+            millis(lease).to_string(),
+            millis(wait).to_string(),
+            self.notifier.channel().to_owned(),
         ];
-        Ok(run(&mut self.conn(), "acquire", keys, &args).await?)
+        let answer = self.batches.acquire.ask(&keys.all, args.into()).await?;
+        let at = |i: usize| answer.get(i).copied().unwrap_or(0);
+        Ok((at(0), at(1)))
     }
 
     pub async fn release(&self, keys: &Keys, token: &str) -> Result<bool> {
-        let released: i64 = run(&mut self.conn(), "release", keys, &[token]).await?;
-        Ok(released == 1)
+        let released = self
+            .batches
+            .release
+            .ask(&keys.all, vec![token.to_owned()])
+            .await?;
+        Ok(released.first() == Some(&1))
     }
 
     pub async fn extend(&self, keys: &Keys, token: &str, lease: Duration) -> Result<bool> {

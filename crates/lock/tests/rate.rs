@@ -256,7 +256,7 @@ async fn decisions_asked_at_once_count_each_limiter_exactly(rig: Rig) {
                 .unwrap()
         })
         .collect();
-    let calls_before = rate_calls(&rig).await;
+    let calls_before = rig.function_calls().await;
     let asks = (0..400).map(|i| {
         let limiter = limiters[i % limiters.len()].clone();
         tokio::spawn(async move { (i % 4, limiter.take(1).await.unwrap()) })
@@ -268,7 +268,7 @@ async fn decisions_asked_at_once_count_each_limiter_exactly(rig: Rig) {
         assert!(decision.admitted || decision.retry_after > Duration::from_secs(50));
     }
     assert_eq!(admitted.to_vec(), bursts.to_vec());
-    let calls = rate_calls(&rig).await - calls_before;
+    let calls = rig.function_calls().await - calls_before;
     eprintln!("400 decisions in {calls} calls");
     match rig {
         Rig::Server(_) => assert!(
@@ -280,24 +280,6 @@ async fn decisions_asked_at_once_count_each_limiter_exactly(rig: Rig) {
 }
 
 on_both!(decisions_asked_at_once_count_each_limiter_exactly);
-
-/// Calls of the rate function so far, on every master.
-async fn rate_calls(rig: &Rig) -> u64 {
-    let mut calls = 0;
-    for url in rig.urls() {
-        let mut conn = common::client(&url)
-            .get_multiplexed_async_connection()
-            .await
-            .unwrap();
-        let stats: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        calls += seckill_testkit::commandstats_calls(&stats, Some("fcall"));
-    }
-    calls
-}
 
 /// Decisions on a limiter whose interval has a fraction (900,000 a second:
 /// 1.111112 µs, rounded up), taken at one instant in one call of the function: exactly

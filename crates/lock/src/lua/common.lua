@@ -48,10 +48,10 @@ end
 -- Gives the free lock to the oldest waiter whose deadline has not passed and
 -- tells it on its channel. Entries of waiters that left or timed out are
 -- dropped on the way: the HDEL that takes a waiter out answers whether it
--- was still there. Returns true when someone got the lock.
+-- was still there. Returns true when someone got the lock. `us`: as for
+-- grant.
 -- Cost of a hand-off: LPOP, HDEL, TIME, the grant's SETs, PUBLISH.
-local function handoff()
-  local us = nil
+local function handoff(us)
   while true do
     local entry = redis.call('LPOP', KEYS[3])
     if not entry then
@@ -76,4 +76,51 @@ local function handoff()
       end
     end
   end
+end
+
+-- Takes the lock for `token` (acquire.lua, and each acquire of a batch:
+-- acquire_many.lua, `us` the batch's one reading of the clock, else nil).
+-- `lease` is the ms string it came as; `wait` ms, 0 = do not queue.
+-- Answers 1 and the fence when granted, else 0 and the holder's pttl.
+-- Asked twice (a cluster client resends after a dropped connection), it
+-- answers the grant it already made instead of queueing the holder.
+-- Cost: free, 4 calls (EXISTS, TIME, SET … GET, SET); held, queueing, 7
+-- (EXISTS, GET, TIME, HSETNX, RPUSH, PTTL, PTTL; +2 PEXPIRE when it
+-- extends the queue: keep_queue); TIME not where `us` is given.
+local function take(token, lease, wait, channel, us)
+  -- EXISTS counts a key named twice twice: 0 free, 1 free with waiters,
+  -- 2 or 3 held, in one call.
+  local present = redis.call('EXISTS', KEYS[1], KEYS[1], KEYS[3])
+  -- A free lock with waiters means its holder expired: they go first.
+  if present == 0 or (present == 1 and not handoff(us)) then
+    return 1, grant(token, lease, us)
+  end
+  local fence = owned(token)
+  if fence then
+    return 1, fence
+  end
+  -- Queued once: a resend finds its record.
+  if wait > 0 then
+    local ms = us and math.floor(us / 1000) or now_ms()
+    local record = string.format('%s|%d|%s', lease, ms + wait, channel)
+    if redis.call('HSETNX', KEYS[4], token, record) == 1 then
+      redis.call('RPUSH', KEYS[3], token .. '|' .. record)
+      keep_queue(KEYS[3], KEYS[4], wait)
+    end
+  end
+  return 0, redis.call('PTTL', KEYS[1])
+end
+
+-- Deletes the lock only if `token` holds it, then hands it on (release.lua,
+-- and each release of a batch: release_many.lua). Answers 1 when released,
+-- 0 when the token did not hold it.
+-- Cost: 3 calls (GET, DEL, LPOP) with nobody waiting; 8 handing on (+HDEL,
+-- TIME, SET … GET, SET, PUBLISH: handoff).
+local function give(token)
+  if not owned(token) then
+    return 0
+  end
+  redis.call('DEL', KEYS[1])
+  handoff()
+  return 1
 end

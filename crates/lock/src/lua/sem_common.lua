@@ -159,3 +159,71 @@ local function next_end(now)
   end
   return -1
 end
+
+-- Takes `n` permits for `token` (sem_acquire.lua, and each acquire of a
+-- batch: sem_acquire_many.lua, which reads the clock, `now`, once).
+-- `lease` is the ms string it came as; `wait` ms, 0 = do not queue;
+-- `default` the caller's number of permits. Answers 1, 0 and the ms left
+-- of the lease when granted; -2 and the number set live when it wants
+-- more than that (set_permits); else 0, the ms until the first lease ends
+-- (or -1) and 0. Asked twice (a cluster client resends after a dropped
+-- connection), it answers the grant it already made: granted again at
+-- once, the same members' leases are renewed and nothing is counted twice;
+-- else its grant is found before it would queue or be refused.
+local function take(token, n, lease, wait, channel, default, now)
+  prune(now)
+  -- Whether anyone waits and whether a live limit is set, in one call
+  -- (EXISTS counts a key named twice twice): 2 or 3, a queue; odd, a limit.
+  -- Each is then read only if it is there.
+  local present = redis.call('EXISTS', KEYS[2], KEYS[2], KEYS[4])
+  local lim, live = tonumber(default), present % 2 == 1
+  if live then
+    lim = limit(default)
+  end
+  -- With someone waiting and every permit held, nobody fits: the hand-off
+  -- would only look (as it does, first the queue, then the count).
+  if present < 2 or (redis.call('ZCARD', KEYS[1]) < lim and handoff(now, lim, nil, live)) then
+    local held = redis.call('ZCARD', KEYS[1])
+    if held + n <= lim then
+      grant(token, n, lease, now, held)
+      if live then
+        keep_limit()
+      end
+      return 1, 0, tonumber(lease)
+    end
+  end
+  local granted = redis.call('ZSCORE', KEYS[1], token .. ':1')
+  if granted then
+    return 1, 0, tonumber(granted) - now
+  end
+  -- More than a number set live: it would never fit (after a resend's grant
+  -- is found, which it may be).
+  if live and n > lim then
+    return -2, lim, 0
+  end
+  -- Queued once: a resend finds its entry.
+  if wait > 0 then
+    local record = string.format('%s|%d|%d|%s', lease, now + wait, n, channel)
+    if redis.call('HSETNX', KEYS[3], token, record) == 1 then
+      redis.call('RPUSH', KEYS[2], token .. '|' .. record)
+      keep_queue(KEYS[2], KEYS[3], wait)
+    end
+  end
+  if live then
+    keep_limit()
+  end
+  return 0, next_end(now), 0
+end
+
+-- Returns `permit` ("<token>:<i>") and hands on (sem_release.lua, and each
+-- release of a batch: sem_release_many.lua, `now` read once); `default`
+-- the caller's number of permits. Answers 1 when it was held, 0 when its
+-- lease had ended (the leases that ended go first, so it is no longer
+-- there to remove). The holders' expiry is left as it is: it ends with
+-- the longest lease granted, a moment later than needed at most.
+local function give(permit, default, now)
+  prune(now)
+  local returned = redis.call('ZREM', KEYS[1], permit)
+  handoff(now, nil, default)
+  return returned
+end

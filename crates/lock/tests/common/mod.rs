@@ -79,6 +79,21 @@ impl Rig {
         keys
     }
 
+    /// Function calls (`FCALL`) so far, on every node.
+    pub async fn function_calls(&self) -> u64 {
+        let mut calls = 0;
+        for url in self.urls() {
+            let mut conn = Target::server(&url).connect().await.unwrap();
+            let stats: String = redis::cmd("INFO")
+                .arg("commandstats")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            calls += seckill_testkit::commandstats_calls(&stats, Some("fcall"));
+        }
+        calls
+    }
+
     /// Kills every pub/sub connection on every node, as a network fault
     /// would; answers how many there were.
     pub async fn kill_pubsub(&self) -> i64 {
@@ -114,6 +129,18 @@ macro_rules! on_both {
             }
         }
     };
+}
+
+/// Deletes lock `name`'s key (the default prefix), as an operator might:
+/// whoever held it no longer does.
+pub async fn delete_lock(rig: &Rig, name: &str) {
+    let mut conn = target(&rig.spec()).connect().await.unwrap();
+    let deleted: i64 = redis::cmd("DEL")
+        .arg(format!("seckill:lock:{{{name}}}"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(deleted, 1, "lock {name} was not held");
 }
 
 /// `try_acquire` of lock `name` with default settings, panicking on errors.
