@@ -86,6 +86,12 @@ enum Command {
     LockBench(lock_bench::Args),
 }
 
+// The clients' and the service's many small allocations (a request, its
+// reply, a task) cost a lock client 18 % of its instructions in glibc's
+// malloc, and 6 % in mimalloc's (callgrind).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     logging::init(cli.log_format);
