@@ -106,19 +106,34 @@ async fn send(mut conn: Conn, name: &str, width: usize, asks: Vec<Ask>) -> Vec<R
         .iter()
         .flat_map(|a| a.args.iter().map(String::as_str))
         .collect();
-    let failure =
-        match call::<Vec<i64>, _, _>(&mut conn, &format!("{name}_many"), &keys, &args).await {
-            Ok(v) if v.len() == asks.len() * width => {
-                return v.chunks(width).map(|a| Ok(a.to_vec())).collect();
-            }
-            Ok(v) => redis::RedisError::from((
-                redis::ErrorKind::Parse,
-                "lock batch",
-                format!("{} values for {} requests to {name}", v.len(), asks.len()),
-            )),
-            Err(e) => e,
-        };
-    asks.iter().map(|_| Err(failure.clone().into())).collect()
+    let answer = call(&mut conn, &format!("{name}_many"), &keys, &args).await;
+    answers(answer, asks.len(), width, 0, name, |a, _| a.to_vec())
+}
+
+/// A batched call's answer: `per` integers for each of `n` requests, then
+/// `tail` more for all, each request's read by `read` (with the tail); or
+/// the call's failure, for every request.
+pub(crate) fn answers<T>(
+    answer: redis::RedisResult<Vec<i64>>,
+    n: usize,
+    per: usize,
+    tail: usize,
+    what: &str,
+    read: impl Fn(&[i64], &[i64]) -> T,
+) -> Vec<Result<T>> {
+    let failure = match answer {
+        Ok(v) if v.len() == n * per + tail => {
+            let (each, tail) = v.split_at(n * per);
+            return each.chunks(per).map(|a| Ok(read(a, tail))).collect();
+        }
+        Ok(v) => redis::RedisError::from((
+            redis::ErrorKind::Parse,
+            "batched call",
+            format!("{} values for {n} requests to {what}", v.len()),
+        )),
+        Err(e) => e,
+    };
+    (0..n).map(|_| Err(failure.clone().into())).collect()
 }
 
 /// A lone call's answer, an integer or an array of them, as integers.

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use seckill_redis::{Coalescer, CoalescerConfig, Conn};
 
+use crate::batch::answers;
 use crate::error::{Error, Result};
 use crate::keys;
 use crate::scripts::LIBRARY;
@@ -203,22 +204,10 @@ async fn decide(mut conn: Conn, asks: Vec<Ask>) -> Vec<Result<Decision>> {
     for arg in &call_args {
         call.arg(arg);
     }
-    let failure = match call.invoke::<Vec<i64>>(&mut conn).await {
-        Ok(v) if v.len() == asks.len() * 4 + 1 => {
-            let now_us = v[v.len() - 1];
-            return v[..v.len() - 1]
-                .chunks(4)
-                .map(|d| Ok(Decision::read(d, now_us)))
-                .collect();
-        }
-        Ok(v) => redis::RedisError::from((
-            redis::ErrorKind::Parse,
-            "rate limiter",
-            format!("{} values for {} decisions", v.len(), asks.len()),
-        )),
-        Err(e) => e,
-    };
-    asks.iter().map(|_| Err(failure.clone().into())).collect()
+    let answer = call.invoke(&mut conn).await;
+    answers(answer, asks.len(), 4, 1, "rate", |d, now_us| {
+        Decision::read(d, now_us[0])
+    })
 }
 
 impl Decision {

@@ -39,23 +39,20 @@ async fn lock_calls_asked_at_once_are_each_answered_as_their_own(rig: Rig) {
                 let lock = locks.lock(&name).unwrap();
                 for _ in 0..ROUNDS {
                     let guard = lock.acquire(Duration::from_secs(20)).await.unwrap();
-                    if name == "shared" {
+                    let shared = name == "shared";
+                    if shared {
                         assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders");
-                        fences
-                            .lock()
-                            .unwrap()
-                            .entry(name.clone())
-                            .or_default()
-                            .push(guard.fence());
+                    }
+                    let fence = guard.fence();
+                    fences
+                        .lock()
+                        .unwrap()
+                        .entry(name.clone())
+                        .or_default()
+                        .push(fence);
+                    if shared {
                         tokio::task::yield_now().await;
                         inside.fetch_sub(1, Ordering::SeqCst);
-                    } else {
-                        fences
-                            .lock()
-                            .unwrap()
-                            .entry(name.clone())
-                            .or_default()
-                            .push(guard.fence());
                     }
                     guard.release().await.unwrap();
                 }
