@@ -2,8 +2,8 @@
 //! time, on one server, sent as one call of its batched form
 //! (`acquire_many` for `acquire`, …), as the rate limiter's decisions are
 //! (`rate`). The server then parses, runs and answers one call where it
-//! did one per request, and reads its clock once for all of a batch's
-//! acquires (or a semaphore's releases); a request asked alone still goes as the lone call it always was. On a
+//! did one per request, and reads its clock once for a whole batch; a
+//! request asked alone still goes as the lone call it always was. On a
 //! cluster every call goes alone: the keys spread over the slots, so a
 //! batch would be about a call per request anyway, and one waiting on a
 //! frozen master would hold up requests bound for the healthy ones.

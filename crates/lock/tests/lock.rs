@@ -107,6 +107,37 @@ async fn fence_at_least_raises_the_next_fence_and_never_lowers_it() {
     assert!(fourth.fence() > third_fence);
 }
 
+/// A fence the clock has passed lives only in the lock's value: grants,
+/// hand-offs and releases write no fence key, and the fences still rise.
+#[tokio::test]
+async fn a_fence_behind_the_clock_needs_no_key_of_its_own() {
+    let server = RedisServer::start().unwrap();
+    let locks = common::connect(&server.url()).await;
+    let lock = locks.lock("plain").unwrap();
+    let first = lock.try_acquire().await.unwrap().unwrap();
+    let waiter = tokio::spawn({
+        let lock = lock.clone();
+        async move { lock.acquire(Duration::from_secs(5)).await.unwrap() }
+    });
+    // The waiter queues, then the release hands the lock on.
+    while common::live_keys(&server.url()).await.len() < 3 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let first_fence = first.fence();
+    first.release().await.unwrap();
+    let second = waiter.await.unwrap();
+    let second_fence = second.fence();
+    assert!(second_fence > first_fence);
+    second.release().await.unwrap();
+    let third = lock.try_acquire().await.unwrap().unwrap();
+    assert!(third.fence() > second_fence);
+    let keys = common::live_keys(&server.url()).await;
+    assert!(keys.iter().all(|k| !k.ends_with(":fence")), "{keys:?}");
+    third.release().await.unwrap();
+    let keys = common::live_keys(&server.url()).await;
+    assert!(keys.iter().all(|k| !k.ends_with(":fence")), "{keys:?}");
+}
+
 /// 100,000 grants over 1,000 lock names, one in ten left to its lease and
 /// some waiters left to their deadline: no key is left once they end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

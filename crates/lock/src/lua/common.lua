@@ -2,17 +2,25 @@
 -- group: scripts.rs); its helpers read the calling function's KEYS,
 -- always in this order:
 --   1 lock     "<token>:<fence>" with a PX lease while held
---   2 fence    the last fence given, kept only while it matters (below)
+--   2 fence    a fence the clock has not passed yet, kept only until it
+--              does (below)
 --   3 queue    list of waiters, oldest first, "<token>|<record>"
 --   4 waiters  hash token -> record "<lease ms>|<deadline ms>|<channel>":
 --              who waits (a hand-off's HDEL answers whether the waiter it
 --              popped still does)
 -- Times come from the server's clock (now_ms, now_us: the library header,
 -- crates/redis/src/lua/header.lua).
--- A fence is the server's clock in µs, or the last fence + 1 if that is
--- larger: above every earlier grant's. No key outlives the lock to keep it
--- so, except a fence ahead of the clock, kept until the clock passes it
--- (unless the server's clock is set back by more than the lock was idle).
+-- A fence is the server's clock in µs, or one more than the last fence
+-- given if that is larger: above every earlier grant's. While the lock is
+-- held its fence is in the lock's value; the fence key holds one only
+-- while the clock is behind it (two grants within a µs, a floor raised
+-- ahead of the clock, a clock set back while the lock was held), until the
+-- clock passes it. So a grant reads the fence key only where it exists and
+-- writes it almost never: a write costs the server about 2 µs more than a
+-- read (SET … GET PX against a name more in the EXISTS, in one function
+-- call: the server's CPU under redis-benchmark).
+-- No key outlives the lock to keep its fence, unless the server's clock is
+-- set back by more than the lock was idle.
 -- The queue and the waiters expire after their last deadline, by at most
 -- the last wait or a second, whichever is less (keep_queue).
 
@@ -26,18 +34,37 @@ local function owned(token)
   return nil
 end
 
--- `us`: the server's clock in µs, read by the caller (or nil to read it).
--- The clock's fence is written at once and the last one read in the same
--- call (SET … GET): one call where the clock is ahead, as it nearly always
--- is. Where it is not (two grants within a µs, or a floor raised ahead of
--- the clock), the fence is the last + 1 and its key is kept until the
--- clock passes it, as raise_fence keeps a floor.
-local function grant(token, lease, us)
+-- Keeps `fence` in the fence key until the clock (`us`) passes it, unless
+-- the key already holds a larger one.
+local function keep_fence(fence, us)
+  local kept = tonumber(redis.call('GET', KEYS[2]) or '0')
+  if kept < fence then
+    local ahead = math.ceil((fence - us) / 1000) + 1
+    redis.call('SET', KEYS[2], string.format('%d', fence), 'PX', math.max(ahead, redis.call('PTTL', KEYS[2]), 1))
+  end
+end
+
+-- Grants the free lock to `token`. `us`: the server's clock in µs, read by
+-- the caller (or nil to read it); `last`: the fence of the grant it
+-- replaces, if known; `fenced`: false when the caller knows the fence key
+-- is absent (else it is read). A fence ahead of the clock is kept in the
+-- fence key until the clock passes it, for the grant after this one if
+-- this lock ends unreleased.
+-- Cost: SET, with GET unless `fenced` is false, TIME unless `us` is
+-- given; SET … PX more when the fence is ahead of the clock.
+local function grant(token, lease, us, last, fenced)
   us = us or now_us()
-  local last = redis.call('SET', KEYS[2], string.format('%d', us), 'PX', lease, 'GET')
   local fence = us
-  if last and tonumber(last) >= us then
-    fence = tonumber(last) + 1
+  if fenced ~= false then
+    local kept = redis.call('GET', KEYS[2])
+    if kept and tonumber(kept) >= fence then
+      fence = tonumber(kept) + 1
+    end
+  end
+  if last and last >= fence then
+    fence = last + 1
+  end
+  if fence > us then
     local ahead = math.ceil((fence - us) / 1000) + 1
     redis.call('SET', KEYS[2], string.format('%d', fence), 'PX', math.max(tonumber(lease), ahead))
   end
@@ -48,10 +75,10 @@ end
 -- Gives the free lock to the oldest waiter whose deadline has not passed and
 -- tells it on its channel. Entries of waiters that left or timed out are
 -- dropped on the way: the HDEL that takes a waiter out answers whether it
--- was still there. Returns true when someone got the lock. `us`: as for
--- grant.
--- Cost of a hand-off: LPOP, HDEL, TIME, the grant's SETs, PUBLISH.
-local function handoff(us)
+-- was still there. Returns true when someone got the lock. `us`, `last`:
+-- as for grant.
+-- Cost of a hand-off: LPOP, HDEL, TIME, the grant's GET and SET, PUBLISH.
+local function handoff(us, last)
   while true do
     local entry = redis.call('LPOP', KEYS[3])
     if not entry then
@@ -70,7 +97,7 @@ local function handoff(us)
     if redis.call('HDEL', KEYS[4], token) == 1 and deadline then
       us = us or now_us()
       if tonumber(deadline) * 1000 > us then
-        local fence = grant(token, lease, us)
+        local fence = grant(token, lease, us, last)
         redis.call('PUBLISH', channel, string.format('%s:%d', token, fence))
         return true
       end
@@ -84,16 +111,18 @@ end
 -- Answers 1 and the fence when granted, else 0 and the holder's pttl.
 -- Asked twice (a cluster client resends after a dropped connection), it
 -- answers the grant it already made instead of queueing the holder.
--- Cost: free, 4 calls (EXISTS, TIME, SET … GET, SET); held, queueing, 7
--- (EXISTS, GET, TIME, HSETNX, RPUSH, PTTL, PTTL; +2 PEXPIRE when it
--- extends the queue: keep_queue); TIME not where `us` is given.
+-- Cost: free, 3 calls (EXISTS, TIME, SET; +GET when a fence is kept);
+-- held, queueing, 7 (EXISTS, GET, TIME, HSETNX, RPUSH, PTTL, PTTL; +2
+-- PEXPIRE when it extends the queue: keep_queue); TIME not where `us` is
+-- given.
 local function take(token, lease, wait, channel, us)
-  -- EXISTS counts a key named twice twice: 0 free, 1 free with waiters,
-  -- 2 or 3 held, in one call.
-  local present = redis.call('EXISTS', KEYS[1], KEYS[1], KEYS[3])
+  -- Which of the lock, the queue and a kept fence exist, in one call:
+  -- EXISTS counts a key named n times n times, so the answer is the bits
+  -- 4 held, 2 someone queued, 1 a fence kept.
+  local present = redis.call('EXISTS', KEYS[1], KEYS[1], KEYS[1], KEYS[1], KEYS[3], KEYS[3], KEYS[2])
   -- A free lock with waiters means its holder expired: they go first.
-  if present == 0 or (present == 1 and not handoff(us)) then
-    return 1, grant(token, lease, us)
+  if present < 2 or (present < 4 and not handoff(us)) then
+    return 1, grant(token, lease, us, nil, present % 2 == 1)
   end
   local fence = owned(token)
   if fence then
@@ -111,16 +140,28 @@ local function take(token, lease, wait, channel, us)
   return 0, redis.call('PTTL', KEYS[1])
 end
 
+-- After the lock held at `fence` was deleted: hands it on, or, when nobody
+-- takes it and the clock (`us`, or nil to read it) has not passed its
+-- fence, keeps the fence for the next grant.
+local function hand_on(fence, us)
+  us = us or now_us()
+  if not handoff(us, fence) and fence >= us then
+    keep_fence(fence, us)
+  end
+end
+
 -- Deletes the lock only if `token` holds it, then hands it on (release.lua,
--- and each release of a batch: release_many.lua). Answers 1 when released,
--- 0 when the token did not hold it.
--- Cost: 3 calls (GET, DEL, LPOP) with nobody waiting; 8 handing on (+HDEL,
--- TIME, SET … GET, SET, PUBLISH: handoff).
-local function give(token)
-  if not owned(token) then
+-- and each release of a batch: release_many.lua, `us` the batch's one
+-- reading of the clock, else nil). Answers 1 when released, 0 when the
+-- token did not hold it.
+-- Cost: 4 calls (GET, DEL, TIME, LPOP) with nobody waiting; 9 handing on
+-- (+HDEL, GET, SET, PUBLISH: handoff); TIME not where `us` is given.
+local function give(token, us)
+  local fence = owned(token)
+  if not fence then
     return 0
   end
   redis.call('DEL', KEYS[1])
-  handoff()
+  hand_on(fence, us)
   return 1
 end

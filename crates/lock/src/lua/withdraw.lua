@@ -16,5 +16,5 @@ if ARGV[2] == '1' then
   return {fence, redis.call('PTTL', KEYS[1])}
 end
 redis.call('DEL', KEYS[1])
-handoff()
+hand_on(fence)
 return {0, 0}
