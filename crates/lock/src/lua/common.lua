@@ -34,13 +34,18 @@ local function owned(token)
   return nil
 end
 
+-- The ms until the clock (`us`) passes `fence`, and one more.
+local function ms_ahead(fence, us)
+  return math.ceil((fence - us) / 1000) + 1
+end
+
 -- Keeps `fence` in the fence key until the clock (`us`) passes it, unless
 -- the key already holds a larger one.
 local function keep_fence(fence, us)
   local kept = tonumber(redis.call('GET', KEYS[2]) or '0')
   if kept < fence then
-    local ahead = math.ceil((fence - us) / 1000) + 1
-    redis.call('SET', KEYS[2], string.format('%d', fence), 'PX', math.max(ahead, redis.call('PTTL', KEYS[2]), 1))
+    local keep = math.max(ms_ahead(fence, us), redis.call('PTTL', KEYS[2]), 1)
+    redis.call('SET', KEYS[2], string.format('%d', fence), 'PX', keep)
   end
 end
 
@@ -65,8 +70,8 @@ local function grant(token, lease, us, last, fenced)
     fence = last + 1
   end
   if fence > us then
-    local ahead = math.ceil((fence - us) / 1000) + 1
-    redis.call('SET', KEYS[2], string.format('%d', fence), 'PX', math.max(tonumber(lease), ahead))
+    local keep = math.max(tonumber(lease), ms_ahead(fence, us))
+    redis.call('SET', KEYS[2], string.format('%d', fence), 'PX', keep)
   end
   redis.call('SET', KEYS[1], string.format('%s:%d', token, fence), 'PX', lease)
   return fence

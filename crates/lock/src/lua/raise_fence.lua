@@ -6,8 +6,7 @@
 local floor = tonumber(ARGV[1])
 local current = tonumber(redis.call('GET', KEYS[2]) or '0')
 if current < floor then
-  local ahead = math.ceil((floor - now_us()) / 1000) + 1
-  local keep = math.max(ahead, redis.call('PTTL', KEYS[1]), redis.call('PTTL', KEYS[2]), 1)
+  local keep = math.max(ms_ahead(floor, now_us()), redis.call('PTTL', KEYS[1]), redis.call('PTTL', KEYS[2]), 1)
   redis.call('SET', KEYS[2], string.format('%d', floor), 'PX', keep)
 end
 return 1
