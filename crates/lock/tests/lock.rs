@@ -119,8 +119,12 @@ async fn a_fence_behind_the_clock_needs_no_key_of_its_own() {
         let lock = lock.clone();
         async move { lock.acquire(Duration::from_secs(5)).await.unwrap() }
     });
-    // The waiter queues, then the release hands the lock on.
-    while common::live_keys(&server.url()).await.len() < 3 {
+    // The waiter queues (the lock, the queue, the waiters: no fence key),
+    // then the release hands the lock on.
+    for _ in 0..200 {
+        if common::live_keys(&server.url()).await.len() >= 3 {
+            break;
+        }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let first_fence = first.fence();

@@ -40,8 +40,11 @@ local function ms_ahead(fence, us)
 end
 
 -- Keeps `fence` in the fence key until the clock (`us`) passes it, unless
--- the key already holds a larger one.
+-- the clock has passed it already or the key holds a larger one.
 local function keep_fence(fence, us)
+  if fence < us then
+    return
+  end
   local kept = tonumber(redis.call('GET', KEYS[2]) or '0')
   if kept < fence then
     local keep = math.max(ms_ahead(fence, us), redis.call('PTTL', KEYS[2]), 1)
@@ -150,7 +153,7 @@ end
 -- fence, keeps the fence for the next grant.
 local function hand_on(fence, us)
   us = us or now_us()
-  if not handoff(us, fence) and fence >= us then
+  if not handoff(us, fence) then
     keep_fence(fence, us)
   end
 end

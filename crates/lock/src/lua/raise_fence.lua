@@ -1,12 +1,8 @@
 -- ARGV: floor. Makes every later fence above `floor`: for Redlock, lifts
 -- this master to the fence the quorum agreed on, so any later quorum
 -- (which overlaps this one) counts past it; for data fenced by a lock whose
--- keys were lost. A floor the server's clock has passed needs no key after
--- the lock's lease; one ahead of it is kept until the clock passes it.
-local floor = tonumber(ARGV[1])
-local current = tonumber(redis.call('GET', KEYS[2]) or '0')
-if current < floor then
-  local keep = math.max(ms_ahead(floor, now_us()), redis.call('PTTL', KEYS[1]), redis.call('PTTL', KEYS[2]), 1)
-  redis.call('SET', KEYS[2], string.format('%d', floor), 'PX', keep)
-end
+-- keys were lost. A floor ahead of the server's clock is kept until the
+-- clock passes it (keep_fence, common.lua); one it has passed needs no key,
+-- as every later fence is the clock or above.
+keep_fence(tonumber(ARGV[1]), now_us())
 return 1
