@@ -8,7 +8,9 @@
 //! each request. Up to `max_in_flight` calls are out at once, so batching
 //! never leaves the connection idle, and while they are the next batch
 //! grows. What a batch shares (one `FCALL`, one
-//! read of a hot key) is where the speed comes from.
+//! read of a hot key) is where the speed comes from. A batch's answers go
+//! out in rounds, its callers running between them, so their next
+//! requests reach Redis while the rest are answered (`ANSWER_ROUND`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -18,6 +20,16 @@ use std::time::Duration;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
 use crate::settings::RESPONSE_TIMEOUT;
+
+/// Answers handed out before the callers that got them run. Their next
+/// requests then leave while the rest of the batch is still being
+/// answered, and Redis works on them meanwhile, where, with a whole batch
+/// answered first, Redis and this process would take turns, each idle
+/// while the other works: `lock-bench --connections shared --mode spread`
+/// and `bench --strategy coalesced` ran 1.3 to 2 times as many operations
+/// a second, at less CPU per operation, with rounds of 8 than with none
+/// (rounds of 2 and 4 fell between).
+const ANSWER_ROUND: usize = 8;
 
 /// Batching bounds of a [`Coalescer`].
 #[derive(Clone, Copy, Debug)]
@@ -184,8 +196,11 @@ async fn gather<Q: Send + 'static, A: Send + 'static>(
         let (requests, replies): (Vec<Q>, Vec<oneshot::Sender<A>>) = batch.into_iter().unzip();
         let answers = send(requests);
         tokio::spawn(async move {
-            for (reply, answer) in replies.into_iter().zip(answers.await) {
+            for (i, (reply, answer)) in replies.into_iter().zip(answers.await).enumerate() {
                 let _ = reply.send(answer);
+                if i % ANSWER_ROUND == ANSWER_ROUND - 1 {
+                    tokio::task::yield_now().await;
+                }
             }
             drop(slot);
         });
