@@ -8,22 +8,27 @@
 //! batch would be about a call per request anyway, and one waiting on a
 //! frozen master would hold up requests bound for the healthy ones.
 
+use std::sync::Arc;
+
 use seckill_redis::{Coalescer, CoalescerConfig, Conn};
 
 use crate::error::{Error, Result};
-use crate::keys::FourKeys;
 use crate::scripts::call;
 
 /// Most requests in one call.
 const MAX_BATCH: usize = 256;
 
-/// The batches of the lock's and the semaphore's busiest calls, on one
-/// connection (one [`Locks`](crate::Locks)).
+/// The batches of the lock's, the semaphore's and the read-write lock's
+/// busiest calls, on one connection (one [`Locks`](crate::Locks)).
 pub(crate) struct Batches {
     pub acquire: Batch,
     pub release: Batch,
     pub sem_acquire: Batch,
     pub sem_release: Batch,
+    /// A read-write lock's acquires; its releases go alone: batched, a hot
+    /// lock's hand-off waited behind the batch (32 tasks on one lock, one
+    /// in eight writing: 12,000 grants/s against 13,600).
+    pub rw_acquire: Batch,
 }
 
 impl Batches {
@@ -35,6 +40,7 @@ impl Batches {
             release: Batch::start(conn, "release", 1),
             sem_acquire: Batch::start(conn, "sem_acquire", 3),
             sem_release: Batch::start(conn, "sem_release", 1),
+            rw_acquire: Batch::start(conn, "rw_acquire", 3),
         }
     }
 }
@@ -52,7 +58,7 @@ pub(crate) struct Batch {
 
 /// One request: its keys and arguments.
 struct Ask {
-    keys: FourKeys,
+    keys: Arc<[String]>,
     args: Vec<String>,
 }
 
@@ -73,11 +79,8 @@ impl Batch {
 
     /// Calls the function on `keys` with `args` in the next batch: its
     /// answer, as integers.
-    pub async fn ask(&self, keys: &FourKeys, args: Vec<String>) -> Result<Vec<i64>> {
-        let ask = Ask {
-            keys: keys.clone(),
-            args,
-        };
+    pub async fn ask(&self, keys: Arc<[String]>, args: Vec<String>) -> Result<Vec<i64>> {
+        let ask = Ask { keys, args };
         match &self.calls {
             Some(calls) => {
                 let answer = calls.ask(ask).await;

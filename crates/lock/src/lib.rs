@@ -9,7 +9,7 @@
 //! several independent masters. On a Redis Cluster each lock lives on the
 //! master of its hash slot. On one server, the acquires that a client's
 //! tasks ask at the same time go as one function call, and so do their
-//! releases (a semaphore's too).
+//! releases (a semaphore's too; a read-write lock's acquires only).
 //!
 //! Beside the lock, on the same [`Locks`]: a [`Semaphore`] with leased
 //! permits, a read-write lock ([`RwLock`]), a [`RateLimiter`] (GCRA) and a
@@ -40,8 +40,9 @@
 //! - `backend`: one server or a Redlock quorum, every operation dispatched once.
 //! - `redlock`: the quorum algorithm over N masters.
 //! - `single`: the one-server algorithm: queue, hand-off, polling fallback.
-//! - `batch`: the acquires and releases (of locks and semaphores) that a
-//!   client asks at once, each kind in one function call, on one server.
+//! - `batch`: the acquires and releases (of locks and semaphores; of
+//!   read-write locks, the acquires) that a client asks at once, each kind
+//!   in one function call, on one server.
 //! - `queue`: waiting one's turn in a semaphore's or read-write lock's
 //!   queue: the hand-off's message, or the bounded re-check.
 //! - `notify`: routes hand-off notifications to waiting tasks.

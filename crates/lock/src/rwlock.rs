@@ -299,13 +299,19 @@ impl Queue for Waiter<'_> {
     }
 
     async fn enqueue(&self, wait: Duration) -> Result<Vec<i64>> {
-        let (lease, wait) = (
+        let single = self.lock.locks.single();
+        let args = vec![
+            self.token.to_owned(),
+            self.access.arg().to_owned(),
             millis(self.lock.lease).to_string(),
             millis(wait).to_string(),
-        );
-        let channel = self.lock.locks.single().notifier().channel();
-        let args = [self.token, self.access.arg(), &lease, &wait, channel];
-        self.lock.call("rw_acquire", &args).await
+            single.notifier().channel().to_owned(),
+        ];
+        single
+            .batches()
+            .rw_acquire
+            .ask(self.lock.keys.clone(), args)
+            .await
     }
 
     async fn poll(&self) -> Result<Vec<i64>> {

@@ -54,6 +54,10 @@ pub(crate) static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
             rw.function("rw_acquire", &[include_str!("lua/rw_acquire.lua")])
                 .function("rw_poll", &[include_str!("lua/rw_poll.lua")])
                 .function("rw_release", &[include_str!("lua/rw_release.lua")])
+                .function(
+                    "rw_acquire_many",
+                    &[include_str!("lua/rw_acquire_many.lua")],
+                )
                 .function("rw_extend", &[include_str!("lua/rw_extend.lua")])
                 .function("rw_withdraw", &[include_str!("lua/rw_withdraw.lua")])
         })

@@ -211,7 +211,11 @@ impl Semaphore {
             single.notifier().channel().to_owned(),
             self.permits().to_string(),
         ];
-        single.batches().sem_acquire.ask(&self.keys, args).await
+        single
+            .batches()
+            .sem_acquire
+            .ask(self.keys.clone(), args)
+            .await
     }
 
     fn permits_of(&self, token: &str, n: u64, asked: Instant, left: Duration) -> Vec<Permit> {
@@ -250,7 +254,7 @@ impl Renewable for Semaphore {
     async fn release(&self, permit: &str) -> Result<bool> {
         let args = vec![permit.to_owned(), self.permits().to_string()];
         let batches = self.locks.single().batches();
-        let returned = batches.sem_release.ask(&self.keys, args).await?;
+        let returned = batches.sem_release.ask(self.keys.clone(), args).await?;
         Ok(returned.first() == Some(&1))
     }
 }

@@ -155,7 +155,11 @@ impl Single {
             millis(wait).to_string(),
             self.notifier.channel().to_owned(),
         ];
-        let answer = self.batches.acquire.ask(&keys.all, args.into()).await?;
+        let answer = self
+            .batches
+            .acquire
+            .ask(keys.all.clone(), args.into())
+            .await?;
         let at = |i: usize| answer.get(i).copied().unwrap_or(0);
         Ok((at(0), at(1)))
     }
@@ -164,7 +168,7 @@ impl Single {
         let released = self
             .batches
             .release
-            .ask(&keys.all, vec![token.to_owned()])
+            .ask(keys.all.clone(), vec![token.to_owned()])
             .await?;
         Ok(released.first() == Some(&1))
     }

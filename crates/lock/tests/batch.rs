@@ -1,5 +1,6 @@
-//! A client's lock and semaphore calls asked at the same time ride one
-//! function call on one server (and go one by one on a cluster): each
+//! A client's lock, semaphore and read-write lock calls asked at the same
+//! time ride one function call on one server (and go one by one on a
+//! cluster; a read-write lock's releases always do): each
 //! caller must still get its own answer, a grant it alone holds or a
 //! refusal it earned, in the order the calls were asked.
 
@@ -167,3 +168,68 @@ async fn semaphore_calls_asked_at_once_are_each_answered_as_their_own(rig: Rig) 
 }
 
 on_both!(semaphore_calls_asked_at_once_are_each_answered_as_their_own);
+
+/// Tasks of one client on one read-write lock, one in eight writing:
+/// never a writer beside anyone, every acquire served; and readers asked
+/// at once from one task all enter, each with its own fence, in few calls
+/// on one server, while a writer is kept out until they leave.
+async fn rwlock_calls_asked_at_once_are_each_answered_as_their_own(rig: Rig) {
+    let locks: Locks = rig.locks().await;
+    let rw = locks.rwlock("batched").unwrap();
+    // Readers inside, and writers inside shifted up so one shows apart.
+    let inside = Arc::new(AtomicU64::new(0));
+    let beside = Arc::new(AtomicU64::new(0));
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|i| {
+            let (rw, inside, beside) = (rw.clone(), inside.clone(), beside.clone());
+            tokio::spawn(async move {
+                let writer = i % 8 == 0;
+                let me = if writer { 1 << 32 } else { 1 };
+                for _ in 0..ROUNDS {
+                    let guard = if writer {
+                        rw.write(Duration::from_secs(20)).await.unwrap()
+                    } else {
+                        rw.read(Duration::from_secs(20)).await.unwrap()
+                    };
+                    let now = inside.fetch_add(me, Ordering::SeqCst) + me;
+                    if now >> 32 > 1 || (now >> 32 == 1 && now & 0xffff_ffff > 0) {
+                        beside.fetch_add(1, Ordering::SeqCst);
+                    }
+                    tokio::task::yield_now().await;
+                    inside.fetch_sub(me, Ordering::SeqCst);
+                    guard.release().await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(beside.load(Ordering::SeqCst), 0, "a writer beside someone");
+
+    let before = rig.function_calls().await;
+    let readers: Vec<_> = join_all((0..TASKS).map(|_| rw.try_read()))
+        .await
+        .into_iter()
+        .map(|r| r.unwrap().expect("a reader enters beside readers"))
+        .collect();
+    check_batched(&rig, TASKS as u64, rig.function_calls().await - before);
+    let mut fences: Vec<u64> = readers.iter().map(|g| g.fence()).collect();
+    fences.sort_unstable();
+    fences.dedup();
+    assert_eq!(fences.len(), TASKS, "each grant its own fence");
+    assert!(
+        rw.try_write().await.unwrap().is_none(),
+        "a writer beside readers"
+    );
+    let released = join_all(readers.into_iter().map(|g| g.release())).await;
+    assert!(released.iter().all(Result::is_ok), "{released:?}");
+    let writer = rw
+        .try_write()
+        .await
+        .unwrap()
+        .expect("free once the readers left");
+    writer.release().await.unwrap();
+}
+
+on_both!(rwlock_calls_asked_at_once_are_each_answered_as_their_own);
