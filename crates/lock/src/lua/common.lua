@@ -140,10 +140,7 @@ local function take(token, lease, wait, channel, us)
   if wait > 0 then
     local ms = us and math.floor(us / 1000) or now_ms()
     local record = string.format('%s|%d|%s', lease, ms + wait, channel)
-    if redis.call('HSETNX', KEYS[4], token, record) == 1 then
-      redis.call('RPUSH', KEYS[3], token .. '|' .. record)
-      keep_queue(KEYS[3], KEYS[4], wait)
-    end
+    enqueue(KEYS[3], KEYS[4], token, record, wait)
   end
   return 0, redis.call('PTTL', KEYS[1])
 end

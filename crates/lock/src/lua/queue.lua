@@ -13,3 +13,13 @@ local function keep_queue(queue, records, wait)
     redis.call('PEXPIRE', records, keep)
   end
 end
+
+-- Queues `token` with its `record` once (a resend finds the record and
+-- queues nothing) and keeps both for `wait` ms at least: HSETNX, then
+-- RPUSH and keep_queue's calls when it was not queued yet.
+local function enqueue(queue, records, token, record, wait)
+  if redis.call('HSETNX', records, token, record) == 1 then
+    redis.call('RPUSH', queue, token .. '|' .. record)
+    keep_queue(queue, records, wait)
+  end
+end

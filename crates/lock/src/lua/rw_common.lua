@@ -216,10 +216,7 @@ local function take(token, kind, lease, wait, channel, ms, us)
   -- Queued once: a resend finds its record.
   if wait > 0 then
     local record = string.format('%d|%d|%s|%s', lease, ms + wait, kind, channel)
-    if redis.call('HSETNX', KEYS[5], token, record) == 1 then
-      redis.call('RPUSH', KEYS[4], token .. '|' .. record)
-      keep_queue(KEYS[4], KEYS[5], wait)
-    end
+    enqueue(KEYS[4], KEYS[5], token, record, wait)
   end
   tidy(ms)
   return 0, next_end(ms), 0

@@ -204,10 +204,7 @@ local function take(token, n, lease, wait, channel, default, now)
   -- Queued once: a resend finds its entry.
   if wait > 0 then
     local record = string.format('%s|%d|%d|%s', lease, now + wait, n, channel)
-    if redis.call('HSETNX', KEYS[3], token, record) == 1 then
-      redis.call('RPUSH', KEYS[2], token .. '|' .. record)
-      keep_queue(KEYS[2], KEYS[3], wait)
-    end
+    enqueue(KEYS[2], KEYS[3], token, record, wait)
   end
   if live then
     keep_limit()
