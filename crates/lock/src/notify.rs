@@ -115,6 +115,8 @@ async fn dispatch(
                 continue;
             };
             let Ok(fence) = fence.parse() else { continue };
+            // Taken out first: the map's guard must not live across the
+            // yield below (it would in an `if let` on it).
             let tx = lock(&waiters).remove(token);
             if let Some(tx) = tx {
                 let _ = tx.send(fence);
